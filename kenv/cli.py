@@ -1,0 +1,65 @@
+"""The ``kenv`` command.
+
+    kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
+    kenv reproduce [--json]        every seed figure: simulated vs published
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from .errors import ConfigError
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .experiments import experiments
+
+    parser = argparse.ArgumentParser(prog="kenv", description="kenv: a simulated Linux kernel as a Gymnasium environment")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    exp = sub.add_parser("experiment", help="run one seed experiment")
+    exp_sub = exp.add_subparsers(dest="experiment", required=True)
+    for name, mod in experiments().items():
+        p = exp_sub.add_parser(name, help=mod.HELP, description=mod.__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        _add_common(p)
+        p.set_defaults(_run=mod.run_from_args)
+
+    rep = sub.add_parser("reproduce", help="every published seed figure: simulated vs published")
+    _add_common(rep)
+    rep.set_defaults(_run=_reproduce)
+    return parser
+
+
+def _reproduce(args: argparse.Namespace):
+    from .experiments.reproduce import run_reproduce
+
+    return run_reproduce(seed=args.seed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args._run(args)
+    except ConfigError as e:
+        parser.exit(2, f"kenv: error: {e}\n")
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(result.format_text().rstrip("\n") + "\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,794 @@
+"""Per-CPU execution, the scheduler and preemption (kernel/sched/core.c, fair.c, rt.c).
+
+A simulated task is a Python generator that yields requests to the kernel,
+the way kernel code calls into the scheduler:
+
+* ``Run(ns)``: execute ``ns`` of CPU time (kernel mode unless ``user=True``);
+  hard IRQs and softirqs on that CPU steal time from it, and it may be
+  preempted, in which case it resumes later with what is left.
+* ``RunUntil(t)``: busy-wait (``cpu_relax()`` loop) until the clock reaches
+  ``t``; the spin is one interval, not one event per iteration.  The
+  generator receives the CPU time it actually got.
+* ``BLOCK``: ``schedule()`` with the task state already set to sleeping; the
+  generator resumes, with the wake value, after ``wake_up_process()``.
+* ``COND_RESCHED``: ``cond_resched()``, an explicit preemption point.
+* ``PREEMPT_POINT``: what ``preempt_enable()`` does when the count drops to
+  zero on a preemptible kernel (see :func:`preempt_enable`).
+
+Preemption models (``CONFIG_PREEMPT_*``):
+
+* ``none`` / ``voluntary``: kernel code is never preempted except where it
+  calls ``cond_resched()`` (or blocks, or returns to user mode).  The
+  benchmark loops of raid6 and the bcm2835 spin have no such point.
+* ``full``: kernel code is preemptible except with ``preempt_count > 0``.
+* ``rt``: as ``full``; interrupts are threaded and spinlocks sleep (the
+  consequences for random.c are modelled in :mod:`kenv.drivers.random`).
+
+``migrate_disable()`` pins the task to its CPU and changes nothing else.
+
+Only the events that matter are simulated: wakeups, context switches, the
+ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Iterable
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..sim.engine import NSEC_PER_MSEC, Engine
+from .jiffies import check_hz, initial_jiffies, tick_nsec
+
+PREEMPT_MODELS = ("none", "voluntary", "full", "rt")
+
+SCHED_NORMAL = 0
+SCHED_FIFO = 1
+
+TASK_RUNNING = "R"   # on a CPU
+TASK_RUNNABLE = "r"  # on a runqueue
+TASK_SLEEPING = "S"
+TASK_DEAD = "X"
+
+#: sched_prio_to_weight[] (kernel/sched/core.c), nice -20 .. 19.
+SCHED_PRIO_TO_WEIGHT = (
+    88761, 71755, 56483, 46273, 36291,
+    29154, 23254, 18705, 14949, 11916,
+    9548, 7620, 6100, 4904, 3906,
+    3121, 2501, 1991, 1586, 1277,
+    1024, 820, 655, 526, 423,
+    335, 272, 215, 172, 137,
+    110, 87, 70, 56, 45,
+    36, 29, 23, 18, 15,
+)
+NICE_0_LOAD = 1024
+
+
+def check_preempt_model(model: str) -> str:
+    if model not in PREEMPT_MODELS:
+        raise ConfigError("preempt", model, ", ".join(PREEMPT_MODELS))
+    return model
+
+
+# --------------------------------------------------------------------------
+# requests a task generator yields
+# --------------------------------------------------------------------------
+
+class Run:
+    __slots__ = ("ns", "user")
+
+    def __init__(self, ns: int, user: bool = False):
+        self.ns = int(ns)
+        self.user = user
+
+
+class RunUntil:
+    __slots__ = ("t",)
+
+    def __init__(self, t: int):
+        self.t = int(t)
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+BLOCK = _Marker("BLOCK")
+COND_RESCHED = _Marker("COND_RESCHED")
+PREEMPT_POINT = _Marker("PREEMPT_POINT")
+
+TaskBody = Generator[Any, Any, Any]
+
+
+@dataclass(frozen=True)
+class SchedCosts:
+    """Per-platform costs of the scheduler's own work.
+
+    ``wakeup_ns``: ``try_to_wake_up()`` until the woken task can be picked
+    (including an idle CPU's exit from its idle state).
+    ``context_switch_ns``: ``__schedule()`` + ``context_switch()``.
+    """
+
+    wakeup_ns: int
+    context_switch_ns: int
+
+
+class Task:
+    """``struct task_struct``, reduced to what the scheduler needs."""
+
+    __slots__ = (
+        "k", "pid", "comm", "policy", "rt_priority", "nice", "weight", "cpus_allowed",
+        "cpu", "state", "preempt_count", "migrate_disable", "gen", "vruntime",
+        "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
+        "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
+        "_user", "exit_value", "on_exit", "_started", "_switched_in",
+    )
+
+    def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
+                 policy: int = SCHED_NORMAL, rt_priority: int = 0, nice: int = 0,
+                 cpus_allowed: Iterable[int] | None = None, cpu: int = 0):
+        self.k = k
+        k._next_pid += 1
+        self.pid = k._next_pid
+        self.comm = comm
+        self.policy = policy
+        self.rt_priority = rt_priority
+        if not -20 <= nice <= 19:
+            raise ConfigError("nice", nice, "-20..19")
+        self.nice = nice
+        self.weight = SCHED_PRIO_TO_WEIGHT[nice + 20]
+        self.cpus_allowed = tuple(cpus_allowed) if cpus_allowed is not None else None
+        self.cpu = cpu
+        self.state = TASK_SLEEPING
+        self.preempt_count = 0
+        self.migrate_disable = 0
+        self.gen = body(self)
+        self.vruntime = 0
+        self.sum_exec_runtime = 0
+        self.nvcsw = 0   # voluntary context switches (blocked)
+        self.nivcsw = 0  # involuntary (preempted)
+        self._chunk = None  # None, "run" or "spin"
+        self._chunk_ev = None
+        self._chunk_start = 0
+        self._chunk_stolen = 0
+        self._remaining = 0
+        self._spin_until = 0
+        self._spin_cpu = 0
+        self._value = None
+        self._wake_pending = False
+        self._user = False
+        self.exit_value = None
+        self.on_exit: list[Callable[["Task"], None]] = []
+        self._started = False
+        self._switched_in = 0
+
+    def __repr__(self) -> str:
+        return f"<{self.comm}-{self.pid} cpu{self.cpu} {self.state}>"
+
+    @property
+    def is_rt(self) -> bool:
+        return self.policy == SCHED_FIFO
+
+
+class CPU:
+    """One CPU's runqueue and execution state (``struct rq``)."""
+
+    __slots__ = (
+        "id", "curr", "rt_queue", "cfs_queue", "need_resched", "irq_until", "min_vruntime",
+        "_kick_ev", "_preempt_ev", "_slice_ev", "nr_switches", "last_qs", "qs_stretch_start",
+        "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since",
+    )
+
+    def __init__(self, cpu: int):
+        self.id = cpu
+        self.curr: Task | None = None
+        self.rt_queue: list[Task] = []
+        self.cfs_queue: list[Task] = []
+        self.need_resched = False
+        self.irq_until = 0
+        self.min_vruntime = 0
+        self._kick_ev = None
+        self._preempt_ev = None
+        self._slice_ev = None
+        self.nr_switches = 0
+        self.last_qs = 0
+        self.qs_stretch_start: int | None = None
+        self._rcu_ev = None
+        self.rcu_next_report: int | None = None
+        self.busy_ns = 0
+        self.idle_since = 0
+
+    @property
+    def nr_running(self) -> int:
+        return len(self.rt_queue) + len(self.cfs_queue) + (self.curr is not None)
+
+
+@dataclass
+class RcuStall:
+    """One "rcu: INFO: rcu_sched self-detected stall on CPU" report."""
+
+    t_ns: int
+    cpu: int
+    t_jiffies: int  # the ``t=`` field: jiffies since the grace period started
+    task: str
+
+    @property
+    def t_s(self) -> float:
+        return self.t_ns / 1e9
+
+    def dmesg(self) -> str:
+        return (f"[{self.t_s:12.6f}] rcu: INFO: rcu_sched self-detected stall on CPU\n"
+                f"[{self.t_s:12.6f}] rcu: \t{self.cpu}-....: (t={self.t_jiffies} jiffies) "
+                f"comm: {self.task}")
+
+
+class Kernel:
+    """One simulated machine: CPUs, jiffies, the timer wheel, the scheduler.
+
+    ``rcu_cpu_stall_timeout`` is ``CONFIG_RCU_CPU_STALL_TIMEOUT`` in seconds
+    (kernel/rcu/Kconfig.debug: default 21).
+    """
+
+    def __init__(self, engine: Engine, *, nr_cpus: int, hz: int, preempt: str,
+                 costs: SchedCosts, rng: np.random.Generator | None = None,
+                 rcu_cpu_stall_timeout: int = 21, name: str = "kenv"):
+        from .timer import TimerWheel
+
+        if nr_cpus < 1:
+            raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
+        self.engine = engine
+        self.name = name
+        self.HZ = check_hz(hz)
+        self.preempt = check_preempt_model(preempt)
+        self.costs = costs
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.TICK_NSEC = tick_nsec(hz)
+        self.INITIAL_JIFFIES = initial_jiffies(hz)
+        self.cpus = [CPU(i) for i in range(nr_cpus)]
+        self.nr_cpus = nr_cpus
+        self.timers = TimerWheel(self)
+        self._next_pid = 0
+        self.tasks: list[Task] = []
+        self.rcu_cpu_stall_timeout = rcu_cpu_stall_timeout
+        self.rcu_stalls: list[RcuStall] = []
+        self.bugs: list[str] = []
+        self.preemptible = preempt in ("full", "rt")
+        # CFS tunables (kernel/sched/fair.c), scaled by 1 + ilog2(min(ncpus, 8))
+        # as sched_init_granularity() does with SCHED_TUNABLESCALING_LOG.
+        factor = 1 + (min(nr_cpus, 8).bit_length() - 1)
+        self.sysctl_sched_latency = 6 * NSEC_PER_MSEC * factor
+        self.sysctl_sched_min_granularity = 750_000 * factor
+        self.sysctl_sched_wakeup_granularity = 1 * NSEC_PER_MSEC * factor
+        self.sched_nr_latency = 8
+
+    # ---------------------------------------------------------------- time
+    @property
+    def now(self) -> int:
+        return self.engine.now
+
+    @property
+    def jiffies(self) -> int:
+        return self.INITIAL_JIFFIES + self.engine.now // self.TICK_NSEC
+
+    def jiffies_at(self, t: int) -> int:
+        return self.INITIAL_JIFFIES + t // self.TICK_NSEC
+
+    def tick_time(self, j: int) -> int:
+        """The clock time at which jiffies becomes ``j``."""
+        return (j - self.INITIAL_JIFFIES) * self.TICK_NSEC
+
+    def next_tick(self, t: int) -> int:
+        """The first tick strictly after ``t``."""
+        return (t // self.TICK_NSEC + 1) * self.TICK_NSEC
+
+    # --------------------------------------------------------------- tracing
+    def _record_slice(self, cpu: int, name: str, start: int, end: int, cat: str = "task") -> None:
+        rec = self.engine.recorder
+        if rec is not None and end > start:
+            rec.slice(cat, cpu, name, start, end)
+
+    def trace_instant(self, cpu: int, name: str, **args: Any) -> None:
+        rec = self.engine.recorder
+        if rec is not None:
+            rec.instant("kernel", cpu, name, self.engine.now, **args)
+
+    def BUG(self, msg: str, cpu: int = 0) -> None:
+        """A kernel BUG/splat: recorded, never raised."""
+        self.bugs.append(msg)
+        self.trace_instant(cpu, "BUG", msg=msg)
+
+    # ----------------------------------------------------------------- tasks
+    def kthread_run(self, body: Callable[[Task], TaskBody], comm: str, *, cpu: int | None = None,
+                    policy: int = SCHED_NORMAL, rt_priority: int = 0, nice: int = 0,
+                    cpus_allowed: Iterable[int] | None = None) -> Task:
+        """Create a task and wake it (kthread_run(), or fork+exec for user tasks)."""
+        if cpu is not None and cpus_allowed is None:
+            cpus_allowed = (cpu,)
+        first = cpu if cpu is not None else (tuple(cpus_allowed)[0] if cpus_allowed else 0)
+        if not 0 <= first < self.nr_cpus:
+            raise ConfigError("cpu", first, f"0..{self.nr_cpus - 1}")
+        t = Task(self, comm, body, policy=policy, rt_priority=rt_priority, nice=nice,
+                 cpus_allowed=cpus_allowed, cpu=first)
+        t.vruntime = self.cpus[first].min_vruntime
+        self.tasks.append(t)
+        self.wake_up_process(t)
+        return t
+
+    # -------------------------------------------------------------- wakeups
+    def wake_up_process(self, p: Task, value: Any = None) -> bool:
+        """try_to_wake_up(): make ``p`` runnable; maybe preempt the current task."""
+        if p.state == TASK_DEAD:
+            return False
+        if p.state != TASK_SLEEPING:
+            p._wake_pending = True
+            return False
+        p._value = value
+        cpu = self.select_task_rq(p)
+        p.cpu = cpu
+        rq = self.cpus[cpu]
+        if not p.is_rt:
+            # place_entity() with GENTLE_FAIR_SLEEPERS: a sleeper gets at most
+            # half a latency period of credit.
+            p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
+        self._enqueue(rq, p)
+        self.trace_instant(cpu, "sched_wakeup", comm=p.comm, pid=p.pid)
+        self.check_preempt_curr(rq, p)
+        return True
+
+    def select_task_rq(self, p: Task) -> int:
+        """Pick the CPU for a waking task: its own if pinned or idle, else an idle allowed CPU."""
+        allowed = p.cpus_allowed
+        if p.migrate_disable or (allowed is not None and len(allowed) == 1):
+            return p.cpu
+        if self.cpus[p.cpu].curr is None and not self.cpus[p.cpu].rt_queue and not self.cpus[p.cpu].cfs_queue:
+            return p.cpu
+        for c in (allowed if allowed is not None else range(self.nr_cpus)):
+            rq = self.cpus[c]
+            if rq.curr is None and not rq.rt_queue and not rq.cfs_queue:
+                return c
+        return p.cpu
+
+    def _enqueue(self, rq: CPU, p: Task) -> None:
+        p.state = TASK_RUNNABLE
+        if p.is_rt:
+            # FIFO within a priority, highest priority first.
+            q = rq.rt_queue
+            i = 0
+            while i < len(q) and q[i].rt_priority >= p.rt_priority:
+                i += 1
+            q.insert(i, p)
+        else:
+            rq.cfs_queue.append(p)
+            if rq.curr is not None and not rq.curr.is_rt:
+                self._arm_slice(rq)
+
+    def check_preempt_curr(self, rq: CPU, p: Task) -> None:
+        curr = rq.curr
+        if curr is None:
+            self._kick(rq, self.costs.wakeup_ns)
+            return
+        if p.is_rt:
+            if not curr.is_rt or p.rt_priority > curr.rt_priority:
+                self.resched_curr(rq)
+            return
+        if curr.is_rt:
+            return
+        # check_preempt_wakeup(): preempt if the woken task is behind by more
+        # than the wakeup granularity (scaled to its weight, as wakeup_gran()).
+        gran = self.sysctl_sched_wakeup_granularity * NICE_0_LOAD // p.weight
+        if self._curr_vruntime(rq) - p.vruntime > gran:
+            self.resched_curr(rq)
+
+    def _curr_vruntime(self, rq: CPU) -> int:
+        curr = rq.curr
+        ran = self._ran_so_far(curr)
+        return curr.vruntime + ran * NICE_0_LOAD // curr.weight
+
+    def _ran_so_far(self, t: Task) -> int:
+        if t._chunk is None or t._chunk_ev is None:
+            return 0
+        return max(0, self.engine.now - t._chunk_start - t._chunk_stolen)
+
+    def resched_curr(self, rq: CPU) -> None:
+        """Set TIF_NEED_RESCHED; preempt now if the current context allows it."""
+        rq.need_resched = True
+        if self._preemptible_now(rq):
+            self._schedule_preempt(rq)
+
+    def _preemptible_now(self, rq: CPU) -> bool:
+        curr = rq.curr
+        if curr is None:
+            return True
+        if curr._chunk is None:
+            return False  # between requests: handled at the next preemption point
+        if curr._user:
+            return True
+        return self.preemptible and curr.preempt_count == 0
+
+    def _schedule_preempt(self, rq: CPU) -> None:
+        if rq._preempt_ev is not None and rq._preempt_ev.pending:
+            return
+        rq._preempt_ev = self.engine.at(max(self.engine.now, rq.irq_until), self._preempt, rq)
+
+    def _preempt(self, rq: CPU) -> None:
+        rq._preempt_ev = None
+        curr = rq.curr
+        if curr is None:
+            self._schedule(rq)
+            return
+        if not rq.need_resched or not self._preemptible_now(rq):
+            return
+        self._stop_chunk(curr)
+        curr.nivcsw += 1
+        self._put_prev(rq, curr)
+        self._schedule(rq)
+
+    def _put_prev(self, rq: CPU, p: Task) -> None:
+        """Put the preempted current task back on the runqueue (at the head for RT)."""
+        self._record_slice(rq.id, p.comm, p._switched_in, self.engine.now)
+        rq.curr = None
+        p.state = TASK_RUNNABLE
+        if p.is_rt:
+            q = rq.rt_queue
+            i = 0
+            while i < len(q) and q[i].rt_priority > p.rt_priority:
+                i += 1
+            q.insert(i, p)
+        else:
+            rq.cfs_queue.append(p)
+
+    def _kick(self, rq: CPU, delay: int) -> None:
+        """An idle CPU with work: schedule after ``delay`` (idle exit + IPI)."""
+        if rq._kick_ev is not None and rq._kick_ev.pending:
+            return
+        rq._kick_ev = self.engine.at(max(self.engine.now + delay, rq.irq_until), self._kick_fire, rq)
+
+    def _kick_fire(self, rq: CPU) -> None:
+        rq._kick_ev = None
+        if rq.curr is None:
+            self._schedule(rq)
+
+    # ------------------------------------------------------------ __schedule
+    def _pick_next(self, rq: CPU) -> Task | None:
+        if rq.rt_queue:
+            return rq.rt_queue.pop(0)
+        q = rq.cfs_queue
+        if not q:
+            return None
+        best = 0
+        for i in range(1, len(q)):
+            if q[i].vruntime < q[best].vruntime:
+                best = i
+        return q.pop(best)
+
+    def _schedule(self, rq: CPU) -> None:
+        """__schedule(): pick the next task on ``rq`` (whose curr is already off)."""
+        rq.need_resched = False
+        if rq._slice_ev is not None:
+            rq._slice_ev.cancel()
+            rq._slice_ev = None
+        nxt = self._pick_next(rq)
+        now = self.engine.now
+        self._rcu_qs(rq)  # a context switch is a quiescent state
+        if nxt is None:
+            rq.idle_since = now
+            return
+        if rq.cfs_queue:
+            rq.min_vruntime = max(rq.min_vruntime, min(t.vruntime for t in rq.cfs_queue + ([nxt] if not nxt.is_rt else [])))
+        elif not nxt.is_rt:
+            rq.min_vruntime = max(rq.min_vruntime, nxt.vruntime)
+        rq.curr = nxt
+        rq.nr_switches += 1
+        nxt.state = TASK_RUNNING
+        nxt.cpu = rq.id
+        start = max(now, rq.irq_until) + self.costs.context_switch_ns
+        nxt._switched_in = start
+        self.trace_instant(rq.id, "sched_switch", next_comm=nxt.comm, next_pid=nxt.pid)
+        if not nxt.is_rt and rq.cfs_queue:
+            self._arm_slice(rq)
+        self.engine.at(start, self._continue, nxt)
+
+    def _arm_slice(self, rq: CPU) -> None:
+        """check_preempt_tick(): at a tick, preempt a CFS task past its ideal slice."""
+        curr = rq.curr
+        if curr is None or curr.is_rt or (rq._slice_ev is not None and rq._slice_ev.pending):
+            return
+        nr = len(rq.cfs_queue) + 1
+        total = curr.weight + sum(t.weight for t in rq.cfs_queue)
+        period = max(self.sysctl_sched_latency, nr * self.sysctl_sched_min_granularity)
+        ideal = period * curr.weight // total
+        deadline = max(curr._switched_in, self.engine.now) + ideal
+        rq._slice_ev = self.engine.at(self.next_tick(deadline - 1), self._slice_expired, rq, curr)
+
+    def _slice_expired(self, rq: CPU, who: Task) -> None:
+        rq._slice_ev = None
+        if rq.curr is who and rq.cfs_queue:
+            self.resched_curr(rq)
+
+    # ------------------------------------------------------- running a task
+    def _continue(self, p: Task) -> None:
+        if p.state != TASK_RUNNING or self.cpus[p.cpu].curr is not p:
+            return
+        if p._chunk is not None:
+            self._start_chunk(p)
+        else:
+            self._step(p, p._value)
+
+    def _step(self, p: Task, value: Any) -> None:
+        """Resume the task's generator until it asks for CPU time or sleeps."""
+        rq = self.cpus[p.cpu]
+        gen = p.gen
+        while True:
+            try:
+                req = gen.send(value) if p._started else next(gen)
+            except StopIteration as stop:
+                p.exit_value = stop.value
+                self._exit(rq, p)
+                return
+            p._started = True
+            value = None
+            cls = type(req)
+            if cls is Run:
+                if req.ns <= 0 and not req.user:
+                    continue
+                if req.user:
+                    self._rcu_qs(rq)
+                    if rq.need_resched:
+                        # exit_to_user_mode(): reschedule on the way out.
+                        p._chunk = "run"
+                        p._remaining = req.ns
+                        p._user = True
+                        p._chunk_ev = None
+                        p.nivcsw += 1
+                        self._put_prev(rq, p)
+                        self._schedule(rq)
+                        return
+                else:
+                    self._rcu_stretch_begin(rq)
+                p._chunk = "run"
+                p._remaining = req.ns
+                p._user = req.user
+                self._start_chunk(p)
+                return
+            if cls is RunUntil:
+                if req.t <= self.engine.now:
+                    value = 0
+                    continue
+                self._rcu_stretch_begin(rq)
+                p._chunk = "spin"
+                p._spin_until = req.t
+                p._spin_cpu = 0
+                p._user = False
+                self._start_chunk(p)
+                return
+            if req is BLOCK:
+                if p._wake_pending:
+                    p._wake_pending = False
+                    continue
+                p.state = TASK_SLEEPING
+                p.nvcsw += 1
+                self._account_vruntime_leave(p)
+                self._record_slice(rq.id, p.comm, p._switched_in, self.engine.now)
+                rq.curr = None
+                self._schedule(rq)
+                return
+            if req is COND_RESCHED or req is PREEMPT_POINT:
+                if rq.need_resched and (req is COND_RESCHED or
+                                        (self.preemptible and p.preempt_count == 0)):
+                    p._value = None
+                    p.nivcsw += 1
+                    self._put_prev(rq, p)
+                    self._schedule(rq)
+                    return
+                continue
+            raise TypeError(f"task {p.comm} yielded {req!r}; expected Run, RunUntil, BLOCK, COND_RESCHED")
+
+    def _account_vruntime_leave(self, p: Task) -> None:
+        pass  # vruntime is charged per chunk in _stop_chunk / _chunk_done
+
+    def _start_chunk(self, p: Task) -> None:
+        rq = self.cpus[p.cpu]
+        now = self.engine.now
+        t0 = max(now, rq.irq_until)
+        p._chunk_start = now
+        p._chunk_stolen = t0 - now
+        if p._chunk == "run":
+            end = t0 + p._remaining
+        else:
+            end = max(t0, p._spin_until)
+        p._chunk_ev = self.engine.at(end, self._chunk_done, p)
+        if rq.need_resched and self._preemptible_now(rq):
+            self._schedule_preempt(rq)
+
+    def _charge(self, p: Task) -> int:
+        ran = max(0, self.engine.now - p._chunk_start - p._chunk_stolen)
+        p.sum_exec_runtime += ran
+        self.cpus[p.cpu].busy_ns += ran
+        if not p.is_rt:
+            p.vruntime += ran * NICE_0_LOAD // p.weight
+        return ran
+
+    def _stop_chunk(self, p: Task) -> None:
+        """Preempted mid-chunk: keep what is left for when it runs again."""
+        if p._chunk_ev is not None:
+            p._chunk_ev.cancel()
+            p._chunk_ev = None
+        ran = self._charge(p)
+        if p._chunk == "run":
+            p._remaining = max(0, p._remaining - ran)
+        elif p._chunk == "spin":
+            p._spin_cpu += ran
+
+    def _chunk_done(self, p: Task) -> None:
+        p._chunk_ev = None
+        ran = self._charge(p)
+        kind = p._chunk
+        p._chunk = None
+        value = None
+        if kind == "spin":
+            value = p._spin_cpu + ran
+        self._step(p, value)
+
+    def _exit(self, rq: CPU, p: Task) -> None:
+        p.state = TASK_DEAD
+        p._chunk = None
+        self._record_slice(rq.id, p.comm, p._switched_in, self.engine.now)
+        rq.curr = None
+        for fn in p.on_exit:
+            fn(p)
+        self._schedule(rq)
+
+    # --------------------------------------------------- interrupt context
+    def steal(self, cpu: int, duration: int) -> int:
+        """Interrupt context runs on ``cpu`` for ``duration`` ns, stealing it
+        from whatever task runs there.  Returns the time the handler ends."""
+        rq = self.cpus[cpu]
+        now = self.engine.now
+        start = max(now, rq.irq_until)
+        end = start + duration
+        rq.irq_until = end
+        curr = rq.curr
+        if curr is not None and curr._chunk_ev is not None and duration > 0:
+            ev = curr._chunk_ev
+            if curr._chunk == "run":
+                new_end = ev.time + duration
+            else:
+                new_end = max(ev.time, end)
+            curr._chunk_stolen += duration
+            ev.cancel()
+            curr._chunk_ev = self.engine.at(new_end, self._chunk_done, curr)
+        return end
+
+    def hardirq(self, cpu: int, cost_ns: int, handler: Callable[..., Any] | None = None,
+                *args: Any, name: str = "irq") -> int:
+        """A hard interrupt on ``cpu``: the handler runs now, its cost is stolen."""
+        start = max(self.engine.now, self.cpus[cpu].irq_until)
+        end = self.steal(cpu, cost_ns)
+        self._record_slice(cpu, name, start, end, cat="hardirq")
+        if handler is not None:
+            handler(*args)
+        return end
+
+    def run_softirq(self, cpu: int, vec: str, cost_ns: int, fn: Callable[..., Any] | None,
+                    *args: Any, label: str | None = None) -> int:
+        """A softirq vector (TIMER, NET_RX, ...) on ``cpu``, on the way out of an IRQ."""
+        start = max(self.engine.now, self.cpus[cpu].irq_until)
+        end = self.steal(cpu, cost_ns)
+        self._record_slice(cpu, f"softirq:{vec}" + (f" {label}" if label else ""), start, end,
+                           cat="softirq")
+        if fn is not None:
+            fn(*args)
+        return end
+
+    # ---------------------------------------------------------------- RCU
+    def _rcu_qs(self, rq: CPU) -> None:
+        """rcu_qs(): this CPU passed a quiescent state."""
+        rq.last_qs = self.engine.now
+        rq.qs_stretch_start = None
+
+    def _rcu_stretch_begin(self, rq: CPU) -> None:
+        """Kernel code starts on this CPU: on none/voluntary nothing reports a
+        quiescent state until the next context switch, idle or user mode."""
+        if self.preemptible or rq.qs_stretch_start is not None:
+            return
+        rq.qs_stretch_start = self.engine.now
+        self._rcu_arm(rq)
+
+    def rcu_preempt_disabled(self, rq: CPU, disabled: bool) -> None:
+        """On full/rt the tick reports a quiescent state unless preemption is off."""
+        if not self.preemptible:
+            return
+        if disabled:
+            if rq.qs_stretch_start is None:
+                rq.qs_stretch_start = self.engine.now
+                self._rcu_arm(rq)
+        else:
+            self._rcu_qs(rq)
+
+    def _rcu_stall_time(self, stretch_start: int) -> tuple[int, int, int]:
+        """When the stall detector fires for a stretch starting at ``stretch_start``.
+
+        The grace period that needs this CPU starts at the first tick after
+        the stretch begins (gp_start); ``check_cpu_stall()`` runs from the
+        scheduler tick and reports at the first tick after
+        ``jiffies_stall = gp_start + CONFIG_RCU_CPU_STALL_TIMEOUT * HZ``, so
+        ``t=`` reads timeout*HZ + 1 (the kernelci report: t=2101 at HZ=100).
+        """
+        gp_start = self.jiffies_at(stretch_start) + 1
+        j_report = gp_start + self.rcu_cpu_stall_timeout * self.HZ + 1
+        return self.tick_time(j_report), gp_start, j_report
+
+    def _rcu_arm(self, rq: CPU) -> None:
+        if rq._rcu_ev is not None and rq._rcu_ev.pending:
+            return
+        at, _, _ = self._rcu_stall_time(rq.qs_stretch_start)
+        if rq.rcu_next_report is not None and rq.qs_stretch_start < rq.rcu_next_report:
+            at = max(at, rq.rcu_next_report)
+        rq._rcu_ev = self.engine.at(max(at, self.engine.now), self._rcu_check, rq)
+
+    def _rcu_check(self, rq: CPU) -> None:
+        """check_cpu_stall() from rcu_sched_clock_irq()."""
+        rq._rcu_ev = None
+        s = rq.qs_stretch_start
+        if s is None:
+            return
+        at, gp_start, _ = self._rcu_stall_time(s)
+        if rq.rcu_next_report is not None and s < rq.rcu_next_report:
+            at = max(at, rq.rcu_next_report)
+        now = self.engine.now
+        if now < at:
+            rq._rcu_ev = self.engine.at(at, self._rcu_check, rq)
+            return
+        comm = rq.curr.comm if rq.curr is not None else "swapper"
+        stall = RcuStall(now, rq.id, self.jiffies - gp_start, comm)
+        self.rcu_stalls.append(stall)
+        self.trace_instant(rq.id, "rcu_stall", t_jiffies=stall.t_jiffies, comm=comm)
+        # print_cpu_stall(): the next report comes 3 * timeout + 3 jiffies later.
+        rq.rcu_next_report = now + (3 * self.rcu_cpu_stall_timeout * self.HZ + 3) * self.TICK_NSEC
+        rq._rcu_ev = self.engine.at(rq.rcu_next_report, self._rcu_check, rq)
+
+    # ------------------------------------------------------------- driving
+    def run(self, until: int | None = None, stop: Callable[[], bool] | None = None) -> None:
+        self.engine.run(until=until, stop=stop)
+
+
+# --------------------------------------------------------------------------
+# preemption control, as called from kernel code
+# --------------------------------------------------------------------------
+
+def preempt_disable(task: Task) -> None:
+    task.preempt_count += 1
+    if task.preempt_count == 1:
+        task.k.rcu_preempt_disabled(task.k.cpus[task.cpu], True)
+
+
+def preempt_enable(task: Task) -> TaskBody:
+    """``yield from preempt_enable(task)``: may reschedule when the count hits 0."""
+    task.preempt_count -= 1
+    if task.preempt_count < 0:
+        raise RuntimeError(f"{task.comm}: preempt_count underflow")
+    if task.preempt_count == 0:
+        task.k.rcu_preempt_disabled(task.k.cpus[task.cpu], False)
+        yield PREEMPT_POINT
+
+
+def migrate_disable(task: Task) -> None:
+    task.migrate_disable += 1
+
+
+def migrate_enable(task: Task) -> None:
+    task.migrate_disable -= 1
+    if task.migrate_disable < 0:
+        raise RuntimeError(f"{task.comm}: migrate_disable underflow")
+
+
+def cond_resched(task: Task) -> TaskBody:
+    """``yield from cond_resched(task)``."""
+    yield COND_RESCHED

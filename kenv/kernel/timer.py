@@ -1,0 +1,147 @@
+"""The timer wheel (kernel/time/timer.c).
+
+Geometry as in the kernel: ``LVL_CLK_SHIFT = 3`` (each level is 8 times
+coarser), ``LVL_BITS = 6`` (64 buckets per level), ``LVL_DEPTH = 9`` for
+HZ > 100 and 8 otherwise.  ``calc_index()`` rounds the expiry *up* to the next
+bucket boundary of its level, so a timer never fires early:
+
+* level 0 (delta < 63 jiffies): ``expires = E`` fires at the tick where
+  jiffies becomes ``E + 1``; ``expires = jiffies`` fires at the next tick.
+* level 1 (delta < 504): fires at the smallest multiple of 8 strictly greater
+  than ``E``; level 2 (delta < 4032): of 64; and so on.
+
+Expired timers run from TIMER_SOFTIRQ on the CPU whose base holds them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import Kernel
+
+LVL_CLK_SHIFT = 3
+LVL_BITS = 6
+LVL_SIZE = 1 << LVL_BITS
+
+
+def LVL_SHIFT(n: int) -> int:
+    return n * LVL_CLK_SHIFT
+
+
+def LVL_GRAN(n: int) -> int:
+    return 1 << LVL_SHIFT(n)
+
+
+def LVL_START(n: int) -> int:
+    return (LVL_SIZE - 1) << ((n - 1) * LVL_CLK_SHIFT)
+
+
+def lvl_depth(hz: int) -> int:
+    return 9 if hz > 100 else 8
+
+
+def wheel_timeout_cutoff(hz: int) -> int:
+    return LVL_START(lvl_depth(hz))
+
+
+def calc_index(expires: int, lvl: int) -> tuple[int, int]:
+    """Bucket index within the level and ``bucket_expiry`` (the jiffy it fires at)."""
+    expires = (expires >> LVL_SHIFT(lvl)) + 1
+    bucket_expiry = expires << LVL_SHIFT(lvl)
+    return expires & (LVL_SIZE - 1), bucket_expiry
+
+
+def calc_wheel_index(expires: int, clk: int, hz: int) -> tuple[int, int]:
+    """Level chosen for ``expires`` seen from ``clk``, and the bucket expiry.
+
+    Returns ``(level, bucket_expiry)``: the timer fires when jiffies reaches
+    ``bucket_expiry``.
+    """
+    delta = expires - clk
+    depth = lvl_depth(hz)
+    if delta < 0:
+        # Already expired: the kernel puts it in the current level-0 bucket.
+        return 0, clk
+    for lvl in range(depth - 1):
+        if delta < LVL_START(lvl + 1):
+            return lvl, calc_index(expires, lvl)[1]
+    if delta >= wheel_timeout_cutoff(hz):
+        expires = clk + (wheel_timeout_cutoff(hz) - LVL_GRAN(depth - 1))
+    return depth - 1, calc_index(expires, depth - 1)[1]
+
+
+class timer_list:
+    """``struct timer_list``: ``expires`` in jiffies and a callback.
+
+    The callback is called as ``function(timer)`` in TIMER_SOFTIRQ context on
+    the owning CPU.  ``cost_ns`` is the CPU time the callback takes there.
+    """
+
+    __slots__ = ("function", "expires", "cpu", "cost_ns", "data", "_event", "bucket_expiry", "name")
+
+    def __init__(self, function: Callable[["timer_list"], Any], *, cost_ns: int = 0,
+                 name: str | None = None, data: Any = None):
+        self.function = function
+        self.expires = 0
+        self.cpu: int | None = None
+        self.cost_ns = cost_ns
+        self.data = data
+        self.name = name or getattr(function, "__name__", "timer")
+        self._event = None
+        self.bucket_expiry: int | None = None
+
+
+def timer_pending(timer: timer_list) -> bool:
+    return timer._event is not None and timer._event.pending
+
+
+class TimerWheel:
+    """Per-CPU timer bases of one simulated kernel.
+
+    A pending timer is one engine event at the tick of its bucket expiry, so
+    the cost is per timer, not per jiffy.
+    """
+
+    def __init__(self, kernel: "Kernel"):
+        self.k = kernel
+
+    def add_timer_on(self, timer: timer_list, cpu: int) -> None:
+        """add_timer_on(): queue ``timer`` on ``cpu``'s base (must not be pending)."""
+        if timer_pending(timer):
+            raise RuntimeError(f"add_timer_on: timer {timer.name} already pending (BUG_ON)")
+        self._enqueue(timer, cpu)
+
+    def add_timer(self, timer: timer_list, cpu: int) -> None:
+        """add_timer(): queue on the calling CPU."""
+        self.add_timer_on(timer, cpu)
+
+    def mod_timer(self, timer: timer_list, expires: int, cpu: int) -> bool:
+        """mod_timer(): (re)arm; returns whether the timer was pending."""
+        was = self.del_timer(timer)
+        timer.expires = expires
+        self._enqueue(timer, timer.cpu if (was and timer.cpu is not None) else cpu)
+        return was
+
+    def del_timer(self, timer: timer_list) -> bool:
+        if timer_pending(timer):
+            timer._event.cancel()
+            timer._event = None
+            return True
+        return False
+
+    def _enqueue(self, timer: timer_list, cpu: int) -> None:
+        k = self.k
+        clk = k.jiffies  # forward_timer_base(): the base clock is brought up to jiffies
+        _, bucket_expiry = calc_wheel_index(timer.expires, clk, k.HZ)
+        if bucket_expiry <= clk:
+            bucket_expiry = clk + 1  # an expired timer runs at the next tick
+        timer.cpu = cpu
+        timer.bucket_expiry = bucket_expiry
+        timer._event = k.engine.at(k.tick_time(bucket_expiry), self._expire, timer)
+
+    def _expire(self, timer: timer_list) -> None:
+        """__run_timers() -> expire_timers() -> call_timer_fn(), in TIMER_SOFTIRQ."""
+        timer._event = None
+        k = self.k
+        k.run_softirq(timer.cpu, "TIMER", timer.cost_ns, timer.function, timer, label=timer.name)
