@@ -1,0 +1,1 @@
+"""Gymnasium environments (the only layer that imports gymnasium)."""

@@ -1,0 +1,79 @@
+"""Reward profiles: named weights over the per-step reward components.
+
+A step's reward is ``sum(weights[c] * sign[c] * components[c])``.  The
+components are measured by the simulated kernel during the step and are all
+reported in ``info["reward_components"]`` so a user can re-weight offline.
+
+========== ====== ===========================================================
+component  sign   per-step value
+========== ====== ===========================================================
+entropy    +      bits credited toward crng READY during the step / 256
+throughput +      normalised throughput of the step (env-specific, ~[0, 1])
+latency    -      normalised latency cost of the step (env-specific, >= 0)
+rcu_stall  -      RCU stall reports during the step
+bug        -      kernel BUGs during the step
+spin       -      CPU time burned in cpu_relax() loops / step duration
+========== ====== ===========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import ConfigError
+from .config import check_weight, load_yaml, packaged_names
+
+COMPONENTS = ("entropy", "throughput", "latency", "rcu_stall", "bug", "spin")
+SIGN = {"entropy": 1.0, "throughput": 1.0, "latency": -1.0, "rcu_stall": -1.0, "bug": -1.0, "spin": -1.0}
+
+
+@dataclass(frozen=True)
+class RewardProfile:
+    name: str
+    weights: Mapping[str, float]
+    description: str = ""
+    _signed: tuple = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_signed", tuple(SIGN[c] * self.weights[c] for c in COMPONENTS))
+
+    def reward(self, components: Mapping[str, float]) -> float:
+        return float(sum(w * components[c] for w, c in zip(self._signed, COMPONENTS)))
+
+    def with_weights(self, overrides: Mapping[str, float] | None) -> "RewardProfile":
+        if not overrides:
+            return self
+        w = dict(self.weights)
+        for c, v in overrides.items():
+            if c not in COMPONENTS:
+                raise ConfigError(f"reward_weights.{c}", c, ", ".join(COMPONENTS))
+            w[c] = check_weight(f"reward_weights.{c}", v)
+        return RewardProfile(self.name + "+overrides", w, self.description)
+
+
+def available_profiles() -> list[str]:
+    return packaged_names("reward")
+
+
+def load_profile(profile: str | os.PathLike | RewardProfile = "balanced",
+                 weights: Mapping[str, float] | None = None) -> RewardProfile:
+    """A packaged profile by name (``balanced``, ``latency``, ``throughput``) or a YAML path,
+    with optional per-component weight overrides."""
+    if isinstance(profile, RewardProfile):
+        return profile.with_weights(weights)
+    data, label = load_yaml("reward", profile)
+    raw = data.get("weights")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{label}: weights", raw, f"a mapping with keys {', '.join(COMPONENTS)}")
+    unknown = set(raw) - set(COMPONENTS)
+    if unknown:
+        bad = sorted(unknown)[0]
+        raise ConfigError(f"{label}: weights.{bad}", bad, ", ".join(COMPONENTS))
+    missing = [c for c in COMPONENTS if c not in raw]
+    if missing:
+        raise ConfigError(f"{label}: weights.{missing[0]}", None, "a weight for every component: " + ", ".join(COMPONENTS))
+    w = {c: check_weight(f"{label}: weights.{c}", raw[c]) for c in COMPONENTS}
+    name = str(data.get("name", os.path.splitext(os.path.basename(os.fspath(profile)))[0]))
+    return RewardProfile(name, w, str(data.get("description", "")).strip()).with_weights(weights)
