@@ -1,0 +1,548 @@
+"""The bcm2835 hardware RNG and the hwrng core (seed 001).
+
+Kernel sources modelled:
+
+* ``drivers/char/hw_random/bcm2835-rng.c``: ``bcm2835_rng_init()`` (enable the
+  generator, discard ``RNG_WARMUP_COUNT`` numbers) and ``bcm2835_rng_read()``
+  with the wait strategy under study in its empty-FIFO loop;
+* ``drivers/char/hw_random/core.c``: ``rng_dev_read()`` (readers of
+  /dev/hwrng), ``rng_get_data()``, ``reading_mutex``, ``hwrng_fillfn()`` (the
+  "hwrng" kthread), ``hwrng_msleep()`` and ``hwrng_yield()``;
+* ``kernel/locking/mutex.c``: the parts of ``mutex_lock()`` /
+  ``mutex_unlock()`` that decide who gets ``reading_mutex`` (lock stealing and
+  ``MUTEX_FLAG_HANDOFF``).
+
+The generator is a function of time, not an event per word: it has produced
+``floor((t - t_start) * word_rate)`` words by time ``t``; the FIFO level is
+the level after the last read plus the words produced since, capped at the
+FIFO depth (words produced into a full FIFO are lost -- equivalently the
+generator stalls; a reader cannot tell the two apart).  ``RNG_STATUS >> 24``
+is that level.  Reading ``n`` words moves the reference point.  So the cost of
+the simulation scales with reads and wakeups, never with simulated
+nanoseconds, and "bytes delivered never exceed bytes generated" holds by
+construction (and is checked).
+
+Wait strategies (``<wait>`` in ``bcm2835_rng_read``), as kernel-style strings
+(see :func:`parse_wait`):
+
+=======================  ==============================================================
+``cpu_relax``            busy spin (<= 6.0): one ``RunUntil(next word)`` interval
+``hwrng_msleep(MS)``     6.1 (96cb9d055445): ``wait_for_completion_interruptible_timeout(
+                         &rng->dying, msecs_to_jiffies(MS) + 1)``
+``hwrng_yield``          6.7 (the seed): ``wait_for_completion_interruptible_timeout(
+                         &rng->dying, 1)``
+``usleep_range(MIN,MAX)`` tried in review: an hrtimer sleep, not cancellable via ``dying``
+=======================  ==============================================================
+
+Simplifications (none changes a reproduced figure): mutex optimistic spinning
+is not modelled (a waiter sleeps at once; it would spin only while the owner
+is running, a few hundred ns here); ``mix_pool_bytes()`` costs no CPU time;
+``put_rng``/``get_current_rng`` reference counting is omitted (one rng).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from ..kernel.core import Run, RunUntil, Task, TaskBody
+from ..kernel.jiffies import msecs_to_jiffies
+from ..kernel.mutex import mutex, mutex_lock, mutex_unlock
+from ..kernel.sleep import (
+    completion, schedule_timeout_interruptible, usleep_range,
+    wait_for_completion_interruptible_timeout,
+)
+from ..sim.engine import NSEC_PER_SEC
+from .random import InputPool, add_hwgenerator_randomness
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..kernel.core import Kernel
+
+# drivers/char/hw_random/bcm2835-rng.c
+RNG_CTRL = 0x0
+RNG_STATUS = 0x4
+RNG_DATA = 0x8
+RNG_RBGEN = 0x1              # enable the random bit generator
+#: "the initial numbers generated are 'less random' so will be discarded"
+RNG_WARMUP_COUNT = 0x40000
+#: RNG_STATUS bits 31:24: words available in the FIFO
+RNG_STATUS_NUM_WORDS_SHIFT = 24
+RNG_STATUS_NUM_WORDS_MAX = 0xFF
+
+# drivers/char/hw_random/core.c
+#: ``default_quality``: entropy per 1024 bits of input, "default to maximum"
+HWRNG_DEFAULT_QUALITY = 1024
+#: ``hwrng_fillfn``: ``if (rc <= 0) hwrng_msleep(rng, 10000)``
+HWRNG_FILLFN_ERROR_SLEEP_MS = 10000
+
+
+def rng_buffer_size(smp_cache_bytes: int) -> int:
+    """``RNG_BUFFER_SIZE``: ``SMP_CACHE_BYTES < 32 ? 32 : SMP_CACHE_BYTES``.
+
+    64 bytes (16 words) on arm64, 32 bytes (8 words) on ARM1176 (L1 line 32 B).
+    """
+    return max(32, smp_cache_bytes)
+
+
+# --------------------------------------------------------------------------
+# platform parameters
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bcm2835Params:
+    """What a platform says about its bcm2835 RNG block and the cost of reading it.
+
+    Each platform file documents the source of every value (or "fitted").
+
+    ``word_rate_hz``: 32-bit words the generator adds to the FIFO per second
+    once warm.  ``fifo_words``: FIFO depth, the ceiling of ``RNG_STATUS>>24``.
+    ``probe_ns``: time after boot at which ``bcm2835_rng_probe()`` runs
+    (enables the generator, ``hwrng_register()`` starts the "hwrng" kthread).
+    ``silent_until_ns``: if set, the generator produces nothing before this
+    time after boot (a generator that is not running, whatever the reason).
+    ``warmup_bits_per_number``: how many generator bits one of the
+    ``RNG_WARMUP_COUNT`` discarded "numbers" is (the unit is undocumented).
+    ``rng_readl_ns``: one ``rng_readl()`` of RNG_STATUS or RNG_DATA (an
+    uncached device read).  ``copy_chunk_ns``: the per-chunk work of
+    ``rng_dev_read()`` outside the driver: mutex lock/unlock, ``memcpy`` to
+    the stack buffer and ``copy_to_user`` of at most one buffer.
+    """
+
+    word_rate_hz: int
+    fifo_words: int
+    probe_ns: int
+    rng_readl_ns: int
+    copy_chunk_ns: int
+    silent_until_ns: int | None = None
+    warmup_bits_per_number: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.word_rate_hz, int) or self.word_rate_hz <= 0:
+            raise ConfigError("hwrng.word_rate_hz", self.word_rate_hz, "an integer > 0 (words per second)")
+        if not isinstance(self.fifo_words, int) or not 1 <= self.fifo_words <= RNG_STATUS_NUM_WORDS_MAX:
+            raise ConfigError("hwrng.fifo_words", self.fifo_words,
+                              f"an integer 1..{RNG_STATUS_NUM_WORDS_MAX} (RNG_STATUS bits 31:24)")
+        for name in ("probe_ns", "rng_readl_ns", "copy_chunk_ns"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 0:
+                raise ConfigError(f"hwrng.{name}", v, "an integer >= 0 (ns)")
+        if self.silent_until_ns is not None and (not isinstance(self.silent_until_ns, int)
+                                                 or self.silent_until_ns < 0):
+            raise ConfigError("hwrng.silent_until_ns", self.silent_until_ns, "None or an integer >= 0 (ns)")
+        if not isinstance(self.warmup_bits_per_number, int) or self.warmup_bits_per_number < 1:
+            raise ConfigError("hwrng.warmup_bits_per_number", self.warmup_bits_per_number, "an integer >= 1")
+
+    @property
+    def warmup_ns(self) -> int:
+        """Time to produce the ``RNG_WARMUP_COUNT`` discarded numbers."""
+        bits = RNG_WARMUP_COUNT * self.warmup_bits_per_number
+        return -(-bits * NSEC_PER_SEC // (32 * self.word_rate_hz))
+
+
+# --------------------------------------------------------------------------
+# wait strategies
+# --------------------------------------------------------------------------
+
+WAIT_KINDS = ("cpu_relax", "hwrng_msleep", "hwrng_yield", "usleep_range")
+WAIT_ALLOWED = ("cpu_relax, hwrng_yield, hwrng_msleep(MS) with integer MS >= 0, "
+                "usleep_range(MIN,MAX) with integers 0 <= MIN <= MAX (microseconds)")
+
+_INT = r"\s*(-?\d+)\s*"
+_RE_NOARG = re.compile(r"^\s*(cpu_relax|hwrng_yield)\s*(\(\s*\))?\s*$")
+_RE_MSLEEP = re.compile(r"^\s*hwrng_msleep\s*\(" + _INT + r"\)\s*$")
+_RE_USLEEP = re.compile(r"^\s*usleep_range\s*\(" + _INT + "," + _INT + r"\)\s*$")
+
+
+@dataclass(frozen=True)
+class WaitStrategy:
+    """A parsed ``<wait>``: ``kind`` in :data:`WAIT_KINDS` and its integer arguments."""
+
+    kind: str
+    args: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        arity = {"cpu_relax": 0, "hwrng_yield": 0, "hwrng_msleep": 1, "usleep_range": 2}
+        a = self.args
+        ok = (self.kind in arity and isinstance(a, tuple) and len(a) == arity[self.kind]
+              and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in a)
+              and (self.kind != "usleep_range" or a[0] <= a[1]))
+        if not ok:
+            raise ConfigError("wait", f"{self.kind}{a!r}", WAIT_ALLOWED)
+
+    def __str__(self) -> str:
+        if self.kind == "hwrng_msleep":
+            return f"hwrng_msleep({self.args[0]})"
+        if self.kind == "usleep_range":
+            return f"usleep_range({self.args[0]}, {self.args[1]})"
+        return self.kind
+
+    @property
+    def sleeps(self) -> bool:
+        return self.kind != "cpu_relax"
+
+    @property
+    def cancellable(self) -> bool:
+        """Whether ``complete_all(&rng->dying)`` (device removal, suspend) ends the
+        wait early, as upstream requires of sleeps in hwrng drivers."""
+        return self.kind in ("hwrng_msleep", "hwrng_yield")
+
+
+def parse_wait(s: str | WaitStrategy) -> WaitStrategy:
+    """Parse a kernel-style wait strategy; :class:`ConfigError` (field ``wait``) if malformed.
+
+    >>> str(parse_wait("hwrng_msleep(1000)")), str(parse_wait("usleep_range(100,200)"))
+    ('hwrng_msleep(1000)', 'usleep_range(100, 200)')
+    """
+    if isinstance(s, WaitStrategy):
+        return s  # validated when it was built
+    if not isinstance(s, str):
+        raise ConfigError("wait", s, WAIT_ALLOWED)
+    m = _RE_NOARG.match(s)
+    if m:
+        return WaitStrategy(m.group(1))
+    m = _RE_MSLEEP.match(s) or _RE_USLEEP.match(s)
+    if m:
+        kind = "hwrng_msleep" if m.re is _RE_MSLEEP else "usleep_range"
+        try:
+            return WaitStrategy(kind, tuple(int(g) for g in m.groups()))
+        except ConfigError:
+            raise ConfigError("wait", s, WAIT_ALLOWED) from None  # negative, or MIN > MAX
+    raise ConfigError("wait", s, WAIT_ALLOWED)
+
+
+# --------------------------------------------------------------------------
+# the device
+# --------------------------------------------------------------------------
+
+class Bcm2835Rng:
+    """``struct bcm2835_rng_priv`` + ``struct hwrng``: the generator and its FIFO.
+
+    All state is arithmetic in time: ``_t_ref``/``_level_ref`` are the time of
+    the last read and the FIFO level it left; ``produced(t)`` is the number of
+    words the generator has made by ``t`` (lost ones included).
+    """
+
+    def __init__(self, k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy = "hwrng_yield"):
+        self.k = k
+        self.params = params
+        self.wait = parse_wait(wait)
+        self.name = "bcm2835-rng"
+        self.quality = 0                 # set by hwrng_init() to default_quality
+        self.dying = completion()        # rng->dying: completed by hwrng_unregister()
+        self.enabled_ns: int | None = None
+        self.t_start: int | None = None  # when warm-up (and any silent period) ends
+        self._t_ref = 0
+        self._level_ref = 0
+        self.consumed_words = 0
+        # per-comm statistics (the experiment and the env read them)
+        self.spin_ns: dict[str, int] = {}
+        self.wait_calls: dict[str, int] = {}
+        #: tasks spinning right now -> their sum_exec_runtime when the spin began
+        self.spinning: dict[Task, int] = {}
+        #: (comm, time the wait began, time it returned) for every sleeping wait
+        self.wait_log: list[tuple[str, int, int]] = []
+        #: (time, words read, comm) for every successful bcm2835_rng_read
+        self.read_log: list[tuple[int, int, str]] = []
+
+    # ---------------------------------------------------------- the generator
+    def bcm2835_rng_init(self) -> None:
+        """bcm2835_rng_init(): ``RNG_STATUS = RNG_WARMUP_COUNT; RNG_CTRL = RNG_RBGEN``."""
+        now = self.k.now
+        self.enabled_ns = now
+        start = now + self.params.warmup_ns
+        if self.params.silent_until_ns is not None:
+            start = max(start, self.params.silent_until_ns)
+        self.t_start = start
+        self._t_ref = now
+        self._level_ref = 0
+
+    def produced(self, t: int) -> int:
+        """Words the generator has produced by time ``t`` (those lost to a full FIFO included)."""
+        if self.t_start is None or t <= self.t_start:
+            return 0
+        return (t - self.t_start) * self.params.word_rate_hz // NSEC_PER_SEC
+
+    def words_available(self, t: int | None = None) -> int:
+        """``RNG_STATUS >> 24`` at time ``t`` (default now)."""
+        if t is None:
+            t = self.k.now
+        new = self.produced(t) - self.produced(self._t_ref)
+        return min(self.params.fifo_words, self._level_ref + new)
+
+    def next_word_time(self, t: int | None = None) -> int:
+        """The time the generator's next word (after ``t``) enters the FIFO."""
+        if t is None:
+            t = self.k.now
+        if self.t_start is None:
+            raise RuntimeError("bcm2835 rng read before bcm2835_rng_init()")
+        n = self.produced(t) + 1
+        return self.t_start + -(-n * NSEC_PER_SEC // self.params.word_rate_hz)
+
+    def _consume(self, n: int) -> None:
+        now = self.k.now
+        avail = self.words_available(now)
+        if n > avail:
+            raise RuntimeError(f"read {n} words with {avail} in the FIFO")
+        self._level_ref = avail - n
+        self._t_ref = now
+        self.consumed_words += n
+        if self.consumed_words > self.produced(now):  # pragma: no cover - guarded above
+            raise RuntimeError("bcm2835 rng delivered more words than it generated")
+
+    def spin_ns_now(self) -> dict[str, int]:
+        """CPU time spent spinning per comm, including spins still in progress."""
+        out = dict(self.spin_ns)
+        k = self.k
+        for task, exec0 in self.spinning.items():
+            # CPU time charged since the spin began, plus the running chunk's share.
+            ran = task.sum_exec_runtime - exec0 + k._ran_so_far(task)
+            out[task.comm] = out.get(task.comm, 0) + ran
+        return out
+
+    @property
+    def generated_bytes(self) -> int:
+        return 4 * self.produced(self.k.now)
+
+    @property
+    def delivered_bytes(self) -> int:
+        return 4 * self.consumed_words
+
+
+# --------------------------------------------------------------------------
+# the hwrng core's sleeps
+# --------------------------------------------------------------------------
+
+def hwrng_msleep(task: Task, rng: Bcm2835Rng, msecs: int) -> TaskBody:
+    """hwrng_msleep(): ``wait_for_completion_interruptible_timeout(&rng->dying,
+    msecs_to_jiffies(msecs) + 1)``; a sleep that ``hwrng_unregister`` can cut short."""
+    timeout = msecs_to_jiffies(msecs, task.k.HZ) + 1
+    return (yield from wait_for_completion_interruptible_timeout(task, rng.dying, timeout))
+
+
+def hwrng_yield(task: Task, rng: Bcm2835Rng) -> TaskBody:
+    """hwrng_yield() (the seed): ``wait_for_completion_interruptible_timeout(&rng->dying, 1)``.
+
+    ``expires = jiffies + 1`` on the level-0 wheel fires at the next-next
+    tick: 1..2 jiffies, exactly 2 when called right after a tick wakeup.
+    """
+    return (yield from wait_for_completion_interruptible_timeout(task, rng.dying, 1))
+
+
+def _wait(task: Task, rng: Bcm2835Rng) -> TaskBody:
+    """One ``<wait>`` of the ``bcm2835_rng_read`` loop with the FIFO empty."""
+    w = rng.wait
+    comm = task.comm
+    rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + 1
+    k = task.k
+    if w.kind == "cpu_relax":
+        # while ((rng_readl(RNG_STATUS) >> 24) == 0) cpu_relax();  -- one spin
+        # interval to the moment the next word lands, not one event per iteration.
+        rng.spinning[task] = task.sum_exec_runtime
+        got = yield RunUntil(rng.next_word_time(k.now))
+        del rng.spinning[task]
+        rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + (got or 0)
+        return
+    t0 = k.now
+    if w.kind == "hwrng_yield":
+        yield from hwrng_yield(task, rng)
+    elif w.kind == "hwrng_msleep":
+        yield from hwrng_msleep(task, rng, w.args[0])
+    else:
+        yield from usleep_range(task, w.args[0], w.args[1])
+    rng.wait_log.append((comm, t0, k.now))
+
+
+# --------------------------------------------------------------------------
+# the driver
+# --------------------------------------------------------------------------
+
+def bcm2835_rng_read(task: Task, rng: Bcm2835Rng, max: int, wait: bool) -> TaskBody:
+    """bcm2835_rng_read(): returns the bytes read (a multiple of 4, <= ``max``).
+
+    ::
+
+        while ((rng_readl(priv, RNG_STATUS) >> 24) == 0) {
+            if (!wait) return 0;
+            <wait>;
+        }
+        num_words = rng_readl(priv, RNG_STATUS) >> 24;
+        if (num_words > max_words) num_words = max_words;
+        for (count = 0; count < num_words; count++)
+            ((u32 *)buf)[count] = rng_readl(priv, RNG_DATA);
+        return num_words * sizeof(u32);
+    """
+    readl = rng.params.rng_readl_ns
+    max_words = max // 4
+    while True:
+        yield Run(readl)                      # rng_readl(RNG_STATUS)
+        if rng.words_available() != 0:
+            break
+        if not wait:
+            return 0
+        yield from _wait(task, rng)
+    # Second RNG_STATUS read and the RNG_DATA reads, as one stretch of CPU
+    # time; the count is sampled as the second status read starts.
+    num_words = min(rng.words_available(), max_words)
+    rng._consume(num_words)
+    rng.read_log.append((task.k.now, num_words, task.comm))
+    yield Run(readl * (1 + num_words))
+    return 4 * num_words
+
+
+# --------------------------------------------------------------------------
+# the hwrng core
+# --------------------------------------------------------------------------
+
+@dataclass
+class HwrngCore:
+    """The state of drivers/char/hw_random/core.c for one registered rng.
+
+    ``data_avail`` is the core's global count of bytes left in ``rng_buffer``
+    by a reader that asked for less than a full buffer; the next reader of
+    /dev/hwrng gets them first.
+    """
+
+    k: "Kernel"
+    rng: Bcm2835Rng
+    pool: InputPool
+    buffer_size: int
+    reading_mutex: mutex = field(default_factory=lambda: mutex("reading_mutex"))
+    data_avail: int = 0
+    hwrng_fill: Task | None = None
+    kthread_should_stop: bool = False
+    #: bytes copied to user space, by reader comm
+    bytes_to_user: dict[str, int] = field(default_factory=dict)
+    #: bytes handed to add_hwgenerator_randomness() by the hwrng kthread
+    bytes_to_pool: int = 0
+    bits_credited: int = 0
+
+    @property
+    def delivered_bytes(self) -> int:
+        """Everything that left the FIFO: to users, to the pool, or waiting in rng_buffer."""
+        return sum(self.bytes_to_user.values()) + self.bytes_to_pool + self.data_avail
+
+
+def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_bytes: int) -> HwrngCore:
+    """hwrng_register() -> hwrng_init(): init the rng, set its quality, start "hwrng".
+
+    ``hwrng_init()`` calls ``rng->init`` (:meth:`Bcm2835Rng.bcm2835_rng_init`),
+    sets ``quality = default_quality`` when the driver gives none (bcm2835
+    does not), and ``hwrng_manage_rngd()`` starts ``hwrng_fillfn`` since the
+    quality is non-zero.
+    """
+    rng.bcm2835_rng_init()
+    if not rng.quality:
+        rng.quality = HWRNG_DEFAULT_QUALITY
+    core = HwrngCore(k, rng, pool, rng_buffer_size(smp_cache_bytes))
+    if rng.quality:
+        core.hwrng_fill = k.kthread_run(lambda task: hwrng_fillfn(task, core), "hwrng")
+    return core
+
+
+def bcm2835_rng_probe(k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy,
+                      pool: InputPool, smp_cache_bytes: int) -> HwrngCore:
+    """bcm2835_rng_probe(): map the block and ``devm_hwrng_register()`` it."""
+    return hwrng_register(k, Bcm2835Rng(k, params, wait), pool, smp_cache_bytes)
+
+
+def rng_get_data(task: Task, core: HwrngCore, size: int, wait: bool) -> TaskBody:
+    """rng_get_data(): ``BUG_ON(!mutex_is_locked(&reading_mutex))``, then ``rng->read``."""
+    if not core.reading_mutex.is_locked():
+        task.k.BUG("rng_get_data: reading_mutex not held", task.cpu)
+    n = yield from bcm2835_rng_read(task, core.rng, size, wait)
+    if n > size:  # WARN_ON_ONCE(err > 0 && err > size)
+        n = size
+    return n
+
+
+def rng_dev_read(task: Task, core: HwrngCore, size: int, nonblock: bool = False) -> TaskBody:
+    """rng_dev_read(): what read(2) on /dev/hwrng does; returns the bytes copied.
+
+    ::
+
+        while (size) {
+            mutex_lock_interruptible(&reading_mutex);
+            if (!data_avail) {
+                bytes_read = rng_get_data(rng, rng_buffer, rng_buffer_size(),
+                                          !(filp->f_flags & O_NONBLOCK));
+                ...  /* 0 with O_NONBLOCK: -EAGAIN */
+                data_avail = bytes_read;
+            }
+            len = min(data_avail, size); data_avail -= len;
+            memcpy(buffer, rng_buffer + data_avail, len);
+            mutex_unlock(&reading_mutex);
+            copy_to_user(buf + ret, buffer, len); size -= len; ret += len;
+            if (need_resched())
+                schedule_timeout_interruptible(1);
+        }
+    """
+    k = task.k
+    lock = core.reading_mutex
+    ret = 0
+    while size > 0:
+        yield from mutex_lock(task, lock)
+        if not core.data_avail:
+            bytes_read = yield from rng_get_data(task, core, core.buffer_size, not nonblock)
+            if bytes_read == 0 and nonblock:
+                mutex_unlock(task, lock)
+                return ret            # (-EAGAIN if nothing was read)
+            core.data_avail = bytes_read
+        length = min(core.data_avail, size)
+        core.data_avail -= length
+        if length:  # memcpy(buffer, rng_buffer + data_avail, len): the bytes are the reader's
+            core.bytes_to_user[task.comm] = core.bytes_to_user.get(task.comm, 0) + length
+        mutex_unlock(task, lock)
+        if length:
+            yield Run(core.rng.params.copy_chunk_ns)   # copy_to_user() and the loop
+            size -= length
+            ret += length
+        if k.cpus[task.cpu].need_resched:
+            yield from schedule_timeout_interruptible(task, 1)
+    return ret
+
+
+def hwrng_fillfn(task: Task, core: HwrngCore) -> TaskBody:
+    """hwrng_fillfn(), the "hwrng" kthread (6.x)::
+
+        while (!kthread_should_stop()) {
+            mutex_lock(&reading_mutex);
+            rc = rng_get_data(rng, rng_fillbuf, rng_buffer_size(), 1);
+            quality = rng->quality;
+            mutex_unlock(&reading_mutex);
+            if (rc <= 0) { hwrng_msleep(rng, 10000); continue; }
+            entropy = rc * quality * 8 + entropy_credit;
+            if ((entropy >> 10) == 0) entropy_credit = entropy;
+            add_hwgenerator_randomness(rng_fillbuf, rc, entropy >> 10, true);
+        }
+
+    ``add_hwgenerator_randomness`` sleeps ``crng_reseed_interval()`` once the
+    crng is READY (60 s in steady state, shorter early in boot).
+    """
+    entropy_credit = 0
+    lock = core.reading_mutex
+    rng = core.rng
+    while not core.kthread_should_stop:
+        yield from mutex_lock(task, lock)
+        rc = yield from rng_get_data(task, core, core.buffer_size, True)
+        quality = rng.quality
+        if rc > 0:
+            core.bytes_to_pool += rc          # now in rng_fillbuf
+        mutex_unlock(task, lock)
+        if rc <= 0:
+            yield from hwrng_msleep(task, rng, HWRNG_FILLFN_ERROR_SLEEP_MS)
+            continue
+        entropy = rc * quality * 8 + entropy_credit
+        if (entropy >> 10) == 0:
+            entropy_credit = entropy
+        core.bits_credited += entropy >> 10
+        yield from add_hwgenerator_randomness(task, core.pool, rc, entropy >> 10)
+
+
+__all__ = [
+    "Bcm2835Params", "Bcm2835Rng", "HWRNG_DEFAULT_QUALITY", "HwrngCore", "RNG_WARMUP_COUNT",
+    "WAIT_ALLOWED", "WAIT_KINDS", "WaitStrategy", "bcm2835_rng_probe", "bcm2835_rng_read",
+    "hwrng_fillfn", "hwrng_msleep", "hwrng_register", "hwrng_yield", "mutex", "mutex_lock",
+    "mutex_unlock", "parse_wait", "rng_buffer_size", "rng_dev_read", "rng_get_data",
+]
