@@ -331,6 +331,13 @@ def raid6_bench_window(task: Task, mode: str, ns_per_call: float) -> TaskBody:
 def _window(task: Task, params: Raid6Params, sel: Raid6Selection, algo: raid6_calls,
             kind: str) -> TaskBody:
     ns = algo.gen_ns if kind == "gen" else algo.xor_ns
+    if sel.mode == "no_benchmark":
+        # The mode was changed to no_benchmark after the benchmark began (an
+        # environment decides per window): this window is not measured, as if
+        # CONFIG_RAID6_PQ_BENCHMARK=n for it; perf 0 never wins.
+        now = task.k.now
+        sel.windows.append(Raid6Window(algo.name, kind, 0, 0, now, now, now, 0, 0))
+        return 0
     perf, cpu, start, edge, ideal = yield from raid6_bench_window(task, sel.mode, ns)
     mb = gen_mb_s(perf, sel.hz) if kind == "gen" else xor_mb_s(perf, sel.hz)
     sel.windows.append(Raid6Window(algo.name, kind, perf, mb, start, edge, task.k.now, cpu, ideal))
@@ -344,6 +351,7 @@ def raid6_choose_gen(task: Task, params: Raid6Params, sel: Raid6Selection) -> Ta
     v517 = sel.kernel_version == "5.17"
     no_bench = sel.mode == "no_benchmark"
     best: raid6_calls | None = None
+    first_valid: raid6_calls | None = None
     bestgenperf = 0
     bestxorperf = 0
     for algo in params.algos:
@@ -351,6 +359,8 @@ def raid6_choose_gen(task: Task, params: Raid6Params, sel: Raid6Selection) -> Ta
             continue
         if not algo.valid:
             continue
+        if first_valid is None:
+            first_valid = algo
         if no_bench:  # !IS_ENABLED(CONFIG_RAID6_PQ_BENCHMARK)
             best = algo
             break
@@ -368,6 +378,11 @@ def raid6_choose_gen(task: Task, params: Raid6Params, sel: Raid6Selection) -> Ta
         yield from pr_info(task, params, sel,
                            f"raid6: {algo.name:<8} xor() {xor_mb_s(perf, sel.hz):5d} MB/s")
 
+    if best is None and first_valid is not None:
+        # Every window was skipped (no_benchmark chosen per window): fall back
+        # to what the no-benchmark kernel picks, the first valid by rank.
+        best = first_valid
+        no_bench = True
     if best is None:
         yield from pr_info(task, params, sel, "raid6: Yikes!  No algorithm found!")
         return None
