@@ -1,2 +1,20 @@
-"""kenv: a Gymnasium environment whose world is a simulated Linux kernel."""
+"""kenv: a Gymnasium environment whose world is a simulated Linux kernel.
+
+``import kenv`` registers the environments (``kenv/RandomMix-v0``,
+``kenv/HwrngWait-v0``, ``kenv/Raid6Bench-v0``, ``kenv/Kernel-v0``).
+"""
+
 __version__ = "0.1.0"
+
+
+def _register() -> None:
+    try:
+        from .envs.registration import register_envs
+    except ModuleNotFoundError as e:  # gymnasium missing: the simulator still works
+        if e.name != "gymnasium":
+            raise
+        return
+    register_envs()
+
+
+_register()

@@ -146,7 +146,7 @@ class Raid6CyclictestResult:
         return "\n".join(out)
 
 
-def _resolve(platform: str, preempt: str, mode: str, hz: int | None, kernel: str | None):
+def resolve_config(platform: str, preempt: str, mode: str, hz: int | None, kernel: str | None):
     plat = get_platform(platform)
     if plat.raid6 is None or plat.cyclictest is None or "modprobe" not in plat.extra:
         raise ConfigError("platform", platform,
@@ -181,7 +181,7 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
     ``seed``: seeds the rng (cyclictest phase, interrupt jitter, the CPU the
     shell runs modprobe from).  Raises ConfigError on bad input.
     """
-    plat, hz, kernel = _resolve(platform, preempt, mode, hz, kernel)
+    plat, hz, kernel = resolve_config(platform, preempt, mode, hz, kernel)
     load = parse_load(load)
     rng = np.random.default_rng(seed)
     k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,

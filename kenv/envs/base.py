@@ -1,0 +1,173 @@
+"""What the four kenv environments share: scenario draw, reward, spaces, info.
+
+Each environment is a thin Gymnasium shell around a *simulation episode*
+object (``_Episode`` subclasses in each env module) that owns one simulated
+kernel, advances it by one decision epoch per step with the chosen kernel
+strategy, and returns what the kernel measured.  The shell validates the
+action, turns the measurement into reward components, weights them with the
+reward profile and builds the observation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..errors import ConfigError
+from ..kernel.core import PREEMPT_MODELS
+from .reward import COMPONENTS, RewardProfile, load_profile
+from .scenario import ScenarioMix, build_mix
+
+
+def one_hot(index: int, n: int) -> list[float]:
+    v = [0.0] * n
+    if 0 <= index < n:
+        v[index] = 1.0
+    return v
+
+
+def kernel_config_features(preempt: str, hz: int) -> list[float]:
+    """Observation entries shared by every env: preemption model one-hot (4) and HZ/1000."""
+    return one_hot(PREEMPT_MODELS.index(preempt), len(PREEMPT_MODELS)) + [hz / 1000.0]
+
+
+KERNEL_CONFIG_ROWS = [
+    ("preempt == none", 0, 1), ("preempt == voluntary", 0, 1), ("preempt == full", 0, 1),
+    ("preempt == rt", 0, 1), ("HZ / 1000", 0.1, 1),
+]
+
+
+def log_latency(us: float) -> float:
+    """Latency cost on a log scale: log10(1 + us) / 6 (1 s -> 1.0, 10 us -> 0.17)."""
+    return math.log10(1.0 + max(0.0, us)) / 6.0
+
+
+class KenvEnv(gym.Env):
+    """Base class; see the subclasses' docstrings for the documentation pages."""
+
+    metadata: ClassVar[dict] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    #: set by subclasses
+    ENV_ID: ClassVar[str] = ""
+    DEFAULT_ACTIONS: ClassVar[tuple[str, ...]] = ()
+    EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
+    DEFAULT_SCENARIO: ClassVar[str] = ""
+    SCENARIO_FIELDS: ClassVar[Mapping[str, Sequence[Any]]] = {}
+    OBS_ROWS: ClassVar[list[tuple[str, float, float]]] = []
+
+    def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
+                 profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
+                 render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError("render_mode", render_mode, ", ".join(self.metadata["render_modes"]))
+        self.render_mode = render_mode
+        self.actions = self._check_actions(actions)
+        self.profile = load_profile(profile, reward_weights)
+        self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario)
+        self.action_space = spaces.Discrete(len(self.actions))
+        self.obs_rows = self.observation_rows(self.actions)
+        low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
+        high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
+        self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
+        self._episode = None
+        self._scenario: dict | None = None
+        self._last: dict | None = None
+        self._last_action: int | None = None
+
+    @classmethod
+    def observation_rows(cls, actions: Sequence[str]) -> list[tuple[str, float, float]]:
+        """(meaning, min, max) of each observation entry: the env's rows, then
+        a one-hot of the previous action (all zero after reset)."""
+        return list(cls.OBS_ROWS) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
+
+    # --------------------------------------------------------------- actions
+    def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:
+        if actions is None:
+            return tuple(self.DEFAULT_ACTIONS)
+        if isinstance(actions, str):
+            actions = [actions]
+        out = []
+        for a in actions:
+            self._validate_action_name(a)
+            out.append(a)
+        if not out or len(set(out)) != len(out):
+            raise ConfigError("actions", list(actions), "a non-empty list without duplicates")
+        return tuple(out)
+
+    def _validate_action_name(self, a: str) -> None:
+        allowed = self.DEFAULT_ACTIONS + self.EXTENDED_ACTIONS
+        if a not in allowed:
+            raise ConfigError("actions", a, ", ".join(allowed))
+
+    def _action_index(self, action: Any) -> int:
+        try:
+            a = int(np.asarray(action).item())
+        except (TypeError, ValueError):
+            raise ConfigError("action", action, f"an integer in 0..{len(self.actions) - 1}") from None
+        if not 0 <= a < len(self.actions):
+            raise ConfigError("action", action, f"an integer in 0..{len(self.actions) - 1} "
+                              f"({', '.join(self.actions)})")
+        return a
+
+    # -------------------------------------------------------------- gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        scenario = self.mix.sample(self.np_random)
+        if options and "scenario" in options:
+            scenario.update(options["scenario"])
+        self._scenario = scenario
+        sim_seed = int(self.np_random.integers(0, 2**63 - 1))
+        self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
+        self._last = None
+        self._last_action = None
+        return self._obs(), self._info({}, None)
+
+    def step(self, action):
+        if self._episode is None:
+            raise RuntimeError("call reset() before step()")
+        a = self._action_index(action)
+        m = self._episode.step(self.actions[a])
+        comps = {c: float(m.get(c, 0.0)) for c in COMPONENTS}
+        reward = self.profile.reward(comps)
+        self._last = m
+        self._last_action = a
+        terminated = bool(m.get("terminated", False))
+        info = self._info(m, comps)
+        return self._obs(), reward, terminated, False, info
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._render_ansi()
+        return None
+
+    def _render_ansi(self) -> str:
+        if self._last is None:
+            return f"{self.ENV_ID} scenario={self._scenario}\n"
+        a = self.actions[self._last_action] if self._last_action is not None else "-"
+        comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
+        return f"{self.ENV_ID} t={self._episode.now_s:.3f}s action={a} {comps}\n"
+
+    # ------------------------------------------------------------- helpers
+    def _info(self, m: Mapping, comps: Mapping | None) -> dict:
+        info = {"scenario": dict(self._scenario or {}), "profile": self.profile.name}
+        if comps is not None:
+            info["reward_components"] = dict(comps)
+            info["action_name"] = self.actions[self._last_action]
+        info.update(self._episode.info() if self._episode is not None else {})
+        raw = m.get("raw") if m else None
+        if raw:
+            info.update(raw)
+        return info
+
+    def _obs(self) -> np.ndarray:
+        v = self._episode.observation() + one_hot(-1 if self._last_action is None else self._last_action,
+                                                  len(self.actions))
+        obs = np.asarray(v, dtype=np.float32)
+        return np.clip(obs, self.observation_space.low, self.observation_space.high)
+
+    def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
+        raise NotImplementedError

@@ -1,0 +1,236 @@
+"""kenv/Raid6Bench-v0: ``modprobe raid6_pq`` under cyclictest, one step per benchmark window."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ..drivers.raid6 import KERNEL_VERSIONS
+from ..kernel.core import PREEMPT_MODELS, TASK_RUNNABLE, Kernel
+from ..kernel.jiffies import ALLOWED_HZ
+from ..sim.engine import NSEC_PER_SEC, Engine
+from ..workloads.cyclictest import Cyclictest
+from ..workloads.load import parse_load, start_load
+from ..workloads.modprobe import Modprobe
+from ..experiments.raid6_cyclictest import SETTLE_NS, resolve_config
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, log_latency, one_hot
+
+PLATFORMS = ("x86-avx512-32", "x86-avx2")
+LOADS = ("none", "continuous", "20/50")
+#: windows in the longest benchmark (v5.16, AVX-512: 9 gen + 9 xor), for the progress entry
+MAX_WINDOWS = 18
+#: a step never simulates more than this (guards against a stuck scenario)
+STEP_LIMIT_NS = 30 * NSEC_PER_SEC
+
+
+class _ProbeCyclictest(Cyclictest):
+    """cyclictest that also remembers when each thread's hrtimer last fired,
+    so a step can count a wakeup that is still waiting for the CPU."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.fired_at: dict[int, int] = {}
+
+    def _hrtimer_expire(self, task):
+        self.fired_at[task.pid] = self.k.now
+        super()._hrtimer_expire(task)
+
+
+class _Raid6Episode:
+    """One boot: cyclictest on the CPU modprobe will use, then modprobe raid6_pq."""
+
+    def __init__(self, scenario: dict, rng: np.random.Generator):
+        hz = None if scenario["hz"] == "platform" else int(scenario["hz"])
+        kernel = None if scenario["kernel"] == "platform" else str(scenario["kernel"])
+        plat, hz, kernel = resolve_config(scenario["platform"], scenario["preempt"],
+                                          "preempt_disable", hz, kernel)
+        self.plat, self.hz, self.kernel_version = plat, hz, kernel
+        self.preempt = scenario["preempt"]
+        self.load = parse_load(scenario["load"])
+        k = self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=self.preempt,
+                            costs=plat.sched, rng=rng, name=plat.name)
+        # The shell last ran on a random CPU; modprobe starts there (it is idle)
+        # and cyclictest probes that CPU: the other CPUs see no change.
+        self.cpu = int(rng.integers(0, plat.nr_cpus))
+        t0 = int(rng.integers(0, k.TICK_NSEC))
+        self.ct = _ProbeCyclictest(k, plat.cyclictest, interval_us=int(scenario["cyclictest_interval_us"]),
+                                   priority=95, cpus=[self.cpu])
+        self.ct.start(t0)
+        self.mp = Modprobe(k, plat.extra["modprobe"], plat.raid6, kernel_version=kernel,
+                           mode="preempt_disable")
+        k.engine.at(t0 + plat.cyclictest.thread_spawn_ns + SETTLE_NS, self._launch)
+        self.steps = 0
+        self.last_latency = 0.0
+        self.last_lost = 0.0
+
+    def _launch(self) -> None:
+        task = self.mp.start(self.cpu)
+        if self.load is not None:
+            start_load(self.k, task.cpu, self.load)
+
+    @property
+    def now_s(self) -> float:
+        return self.k.now / NSEC_PER_SEC
+
+    def step(self, action: str) -> dict:
+        k, mp, sel = self.k, self.mp, self.mp.sel
+        sel.mode = action
+        n0 = len(sel.windows)
+        st = self.ct.stats[0] if self.ct.stats else None
+        if st is not None:
+            st.max_ns = 0  # the probe's Max is read per step
+        t_start = k.now
+        k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: mp.done or len(sel.windows) > n0)
+        self.steps += 1
+        worst = st.max_ns if st is not None else 0
+        task = self.ct.tasks[0] if self.ct.tasks else None
+        if task is not None and task.state == TASK_RUNNABLE:
+            worst = max(worst, k.now - self.ct.fired_at.get(task.pid, k.now))
+        latency = log_latency(worst / 1000.0)
+        win = sel.windows[-1] if len(sel.windows) > n0 else None
+        lost = win.lost_fraction if win is not None else 0.0
+        self.last_latency, self.last_lost = latency, lost
+        m = {"latency": latency, "terminated": mp.done,
+             "raw": {"worst_wakeup_us": worst / 1000.0, "window": None if win is None else
+                     {"algo": win.algo, "kind": win.kind, "perf": win.perf, "mb_s": win.mb_s,
+                      "lost_fraction": lost},
+                     "step_sim_s": (k.now - t_start) / NSEC_PER_SEC}}
+        if mp.done:
+            chosen = self.plat.raid6.by_name(sel.chosen)
+            fastest = self.plat.raid6.fastest()
+            ratio = chosen.gen_mb_s / fastest.gen_mb_s
+            # The algorithm serves the machine from now on: its speed is credited
+            # once for every step of the episode.
+            m["throughput"] = ratio * self.steps
+            m["raw"].update(chosen=sel.chosen, best=fastest.name, chosen_gen_mb_s=chosen.gen_mb_s,
+                            best_gen_mb_s=fastest.gen_mb_s, throughput_lost=1.0 - ratio,
+                            dmesg=sel.dmesg_lines(), load_s=mp.load_ns / NSEC_PER_SEC)
+        return m
+
+    def observation(self) -> list[float]:
+        return (kernel_config_features(self.preempt, self.hz)
+                + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
+                + [float(self.load is not None and self.load.continuous),
+                   float(self.load is not None and not self.load.continuous),
+                   float(self.kernel_version == "5.17"),
+                   min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS),
+                   self.last_latency, self.last_lost])
+
+    def info(self) -> dict:
+        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
+                "kernel": self.kernel_version, "bench_cpu": self.cpu,
+                "windows_done": len(self.mp.sel.windows), "sim_time_s": self.now_s,
+                "rcu_stalls": len(self.k.rcu_stalls), "bugs": list(self.k.bugs)}
+
+
+class Raid6BenchEnv(KenvEnv):
+    """
+    ## Description
+
+    ``modprobe raid6_pq`` benchmarks every raid6 syndrome algorithm at module
+    load (``raid6_choose_gen()``, lib/raid6/algos.c): for each algorithm a
+    *window* spins to the next tick edge and calls ``gen_syndrome()`` (then
+    ``xor_syndrome()``) for 16 jiffies, counting calls.  Upstream wraps each
+    window in ``preempt_disable()``; the seed patch (Yajun Deng, 2021) uses
+    ``migrate_disable()`` so that a cyclictest thread can preempt it.  The
+    reviewers objected that a preempted window measures too few calls and can
+    make the kernel choose a slower algorithm.  This environment exposes that
+    trade-off: each step is one benchmark window, and the agent picks how that
+    window is protected.
+
+    The machine is a simulated kernel (:mod:`kenv.kernel`) with the scenario's
+    preemption model and HZ; a SCHED_FIFO-95 cyclictest thread probes the CPU
+    that modprobe runs on, optionally next to a periodic job pinned there.
+
+    ## Action Space
+
+    ``Discrete(n)`` over the benchmark mode of the next window.  Default:
+    ``0: preempt_disable`` (before the patch), ``1: migrate_disable`` (the
+    patch).  ``actions=`` may add ``cond_resched`` (``preempt_disable`` inside
+    the window, ``cond_resched()`` after it) and ``no_benchmark`` (skip this
+    window, as ``CONFIG_RAID6_PQ_BENCHMARK=n``; if every window is skipped the
+    first valid algorithm by rank is used).
+
+    ## Observation Space
+
+    ``Box(float32)``; entries in [0, 1]:
+
+    | index | meaning |
+    |---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt |
+    | 4 | HZ / 1000 |
+    | 5-6 | platform one-hot: x86-avx512-32, x86-avx2 |
+    | 7 | a continuous CPU hog is pinned to the benchmarking CPU |
+    | 8 | a periodic job (20 ms every 50 ms) is pinned to it |
+    | 9 | raid6_choose_gen() of v5.17 (else v5.16) |
+    | 10 | benchmark progress: windows done / 18 |
+    | 11 | previous step's worst cyclictest wakeup, log10(1 + us) / 6 |
+    | 12 | share of the previous window's calls lost to preemption |
+    | 13.. | previous action one-hot (all zero after reset) |
+
+    ## Rewards
+
+    Per step, weighted by the reward profile (:mod:`kenv.envs.reward`):
+    ``latency`` = log10(1 + worst cyclictest wakeup in us) / 6 during the step,
+    counting a wakeup still waiting for the CPU; at the last step
+    ``throughput`` = (gen() speed of the chosen algorithm / the fastest
+    algorithm's) x the number of steps: the choice serves the machine from
+    then on.  ``entropy``, ``rcu_stall``, ``bug`` and ``spin`` are 0 here.
+
+    ## Starting State
+
+    A scenario is drawn from the mix (``configs/scenarios/raid6.yaml``):
+    platform, preemption model, HZ, raid6_choose_gen() version, load.
+    cyclictest has been running 10 ms when modprobe starts.
+
+    ## Episode End
+
+    Terminated when ``modprobe`` exits (after the last window; 18 steps on
+    v5.16 with AVX-512, 12 on x86-avx2, fewer on v5.17).  Truncated by the
+    TimeLimit at 64 steps (never reached with the packaged platforms).
+
+    ## Arguments
+
+    ``gym.make("kenv/Raid6Bench-v0", actions=None, scenario=None,
+    profile="balanced", reward_weights=None, render_mode=None)``; ``scenario``
+    is a packaged mix name, a YAML path or a dict of field overrides
+    (``platform``, ``preempt``, ``hz``, ``kernel``, ``load``,
+    ``cyclictest_interval_us``).
+
+    ## Version History
+
+    * v0: initial version.
+
+    ## References
+
+    * seed 004: "lib/raid6: Reduce high latency by using migrate instead of
+      preempt" (Yajun Deng, not merged), and its review (Sebastian Siewior,
+      Daniel Vacek, Song Liu).
+    * 36dacddbf0bd / v5.17 "lib/raid6: skip benchmark of non-chosen xor_syndrome
+      functions" (Dirk Mueller).
+    """
+
+    ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v0"
+    DEFAULT_ACTIONS = ("preempt_disable", "migrate_disable")
+    EXTENDED_ACTIONS = ("cond_resched", "no_benchmark")
+    PATCHED = "migrate_disable"
+    DEFAULT_SCENARIO = "raid6"
+    SCENARIO_FIELDS = {
+        "platform": PLATFORMS,
+        "preempt": PREEMPT_MODELS,
+        "hz": ("platform",) + ALLOWED_HZ,
+        "kernel": ("platform",) + KERNEL_VERSIONS,
+        "load": LOADS,
+        "cyclictest_interval_us": (100, 250, 500, 1000, 2000, 5000, 10000),
+    }
+    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+        ("platform == x86-avx512-32", 0, 1), ("platform == x86-avx2", 0, 1),
+        ("continuous hog on the benchmark CPU", 0, 1), ("periodic job on the benchmark CPU", 0, 1),
+        ("kernel v5.17 behaviour", 0, 1), ("benchmark progress", 0, 1),
+        ("previous worst wakeup (log scale)", 0, 1.5), ("previous window's lost calls", 0, 1),
+    ]
+
+    def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _Raid6Episode:
+        return _Raid6Episode(scenario, rng)
+

@@ -1,0 +1,16 @@
+"""Registration of the kenv environments (one central list, as Gymnasium's own)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+ENVS = [
+    # id, entry point, max_episode_steps
+    ("kenv/Raid6Bench-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
+]
+
+
+def register_envs() -> None:
+    for env_id, entry_point, max_steps in ENVS:
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps)

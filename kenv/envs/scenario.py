@@ -1,0 +1,83 @@
+"""Scenario mixes: the domain randomisation of each environment.
+
+Every episode draws one *scenario* (platform, preemption model, HZ, load, ...)
+from a mix.  A mix maps each field to a distribution ``{choice: weight}``; a
+bare value means "always this".  Mixes are YAML files in ``configs/scenarios/``
+(packaged), a path to such a file, or a dict given to the env constructor;
+a dict is applied on top of the env's default mix, field by field.
+
+    gym.make("kenv/Raid6Bench-v0", scenario={"preempt": "full", "load": {True: 1, False: 1}})
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from .config import check_distribution, load_yaml
+
+
+@dataclass(frozen=True)
+class ScenarioMix:
+    name: str
+    fields: Mapping[str, Mapping[Any, float]]
+
+    def sample(self, rng: np.random.Generator) -> dict:
+        out = {}
+        for field, dist in self.fields.items():
+            choices = list(dist)
+            w = np.array([dist[c] for c in choices], dtype=float)
+            if len(choices) == 1:
+                out[field] = choices[0]
+            else:
+                out[field] = choices[int(rng.choice(len(choices), p=w / w.sum()))]
+        return out
+
+    def contexts(self) -> list[dict]:
+        """Every combination of the choices with non-zero weight (for the oracle)."""
+        combos: list[dict] = [{}]
+        for field, dist in self.fields.items():
+            combos = [dict(c, **{field: v}) for c in combos for v, w in dist.items() if w > 0]
+        return combos
+
+
+def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
+              scenario: str | os.PathLike | Mapping | None) -> ScenarioMix:
+    """The env's default mix (a packaged YAML name), updated by ``scenario``.
+
+    ``allowed`` lists, per field, the values the env understands; anything else
+    is a :class:`ConfigError` naming the field.
+    """
+    base_data, base_label = load_yaml("scenarios", default)
+    fields = _parse_fields(base_data, base_label, env_id, allowed)
+    name = default
+    if scenario is None:
+        pass
+    elif isinstance(scenario, Mapping):
+        fields.update(_parse_fields({"env": env_id, "mix": dict(scenario)}, "scenario", env_id, allowed))
+        name = f"{default}+custom"
+    else:
+        data, label = load_yaml("scenarios", scenario)
+        fields.update(_parse_fields(data, label, env_id, allowed))
+        name = str(data.get("name", os.fspath(scenario)))
+    return ScenarioMix(name, fields)
+
+
+def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, Sequence[Any]]) -> dict:
+    env = data.get("env", env_id)
+    if env != env_id:
+        raise ConfigError(f"{label}: env", env, env_id)
+    mix = data.get("mix")
+    if not isinstance(mix, Mapping):
+        raise ConfigError(f"{label}: mix", mix, "a mapping of field -> {choice: weight} or a value; fields: "
+                          + ", ".join(allowed))
+    out = {}
+    for field, dist in mix.items():
+        if field not in allowed:
+            raise ConfigError(f"{label}: mix.{field}", field, ", ".join(allowed))
+        out[field] = check_distribution(f"{label}: mix.{field}", dist, list(allowed[field]))
+    return out
