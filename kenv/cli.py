@@ -2,6 +2,7 @@
 
     kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
     kenv reproduce [--json]        every seed figure: simulated vs published
+    kenv evaluate --env ID ...     baselines side by side, with 95% confidence intervals
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="every published seed figure: simulated vs published")
     _add_common(rep)
     rep.set_defaults(_run=_reproduce)
+
+    ev = sub.add_parser("evaluate", help="evaluate baseline policies on an environment")
+    ev.add_argument("--env", required=True, help="environment id, e.g. kenv/Raid6Bench-v0")
+    ev.add_argument("--policy", default="all",
+                    help="original, pre_patch, patched, random, oracle, or all (default)")
+    ev.add_argument("--episodes", type=int, default=20, help="episodes per policy (default 20)")
+    ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
+    _add_common(ev)
+    ev.set_defaults(_run=_evaluate)
     return parser
 
 
@@ -44,6 +54,12 @@ def _reproduce(args: argparse.Namespace):
     from .experiments.reproduce import run_reproduce
 
     return run_reproduce(seed=args.seed)
+
+
+def _evaluate(args: argparse.Namespace):
+    from agents.evaluate import evaluate
+
+    return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

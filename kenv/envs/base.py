@@ -58,6 +58,10 @@ class KenvEnv(gym.Env):
     DEFAULT_SCENARIO: ClassVar[str] = ""
     SCENARIO_FIELDS: ClassVar[Mapping[str, Sequence[Any]]] = {}
     OBS_ROWS: ClassVar[list[tuple[str, float, float]]] = []
+    #: the choices of the fixed baselines (agents/baselines.py)
+    ORIGINAL: ClassVar[Any] = None
+    PRE_PATCH: ClassVar[Any] = None
+    PATCHED: ClassVar[Any] = None
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
@@ -102,6 +106,17 @@ class KenvEnv(gym.Env):
         allowed = self.DEFAULT_ACTIONS + self.EXTENDED_ACTIONS
         if a not in allowed:
             raise ConfigError("actions", a, ", ".join(allowed))
+
+    def action_label(self, action: Any) -> str:
+        return self.actions[self._action_index(action)]
+
+    def action_for(self, choice: str, baseline: str = "") -> int:
+        """The action index of a named choice (for the fixed baselines)."""
+        if choice not in self.actions:
+            raise ConfigError(f"baseline {baseline}".strip(), choice,
+                              f"a choice in this env's action set ({', '.join(self.actions)}); "
+                              f"pass actions=[...] to include it")
+        return self.actions.index(choice)
 
     def _action_index(self, action: Any) -> int:
         try:

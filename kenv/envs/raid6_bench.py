@@ -214,6 +214,8 @@ class Raid6BenchEnv(KenvEnv):
     ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v0"
     DEFAULT_ACTIONS = ("preempt_disable", "migrate_disable")
     EXTENDED_ACTIONS = ("cond_resched", "no_benchmark")
+    ORIGINAL = "preempt_disable"
+    PRE_PATCH = "preempt_disable"
     PATCHED = "migrate_disable"
     DEFAULT_SCENARIO = "raid6"
     SCENARIO_FIELDS = {

@@ -1,0 +1,1 @@
+"""Agents for kenv: fixed baselines, evaluation, SB3 training (outside the simulator core)."""

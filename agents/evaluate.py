@@ -1,0 +1,129 @@
+"""``kenv evaluate``: policies side by side on one env, with 95% confidence intervals.
+
+Every policy plays the same seeded episodes (episode i resets with seed
+``seed + i``), so the scenarios drawn are the same for all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from kenv.envs.reward import COMPONENTS
+from kenv.errors import ConfigError
+
+from .baselines import BASELINES, Policy, make_policy, run_episode
+
+#: two-sided 95% Student t critical values, df = 1..30 (beyond: 1.96)
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ci95(values: Sequence[float]) -> float:
+    """Half-width of the 95% confidence interval of the mean (Student t)."""
+    n = len(values)
+    if n < 2:
+        return float("nan")
+    sd = float(np.std(values, ddof=1))
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    return t * sd / math.sqrt(n)
+
+
+@dataclass
+class PolicyEval:
+    name: str
+    returns: list[float]
+    components: dict[str, list[float]] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    @property
+    def return_ci95(self) -> float:
+        return ci95(self.returns)
+
+    def component_means(self) -> dict[str, float]:
+        return {c: float(np.mean(v)) for c, v in self.components.items()}
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "return_mean": self.return_mean, "return_ci95": self.return_ci95,
+             "components": self.component_means()}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class EvalResult:
+    env: str
+    profile: str
+    episodes: int
+    policies: list[PolicyEval]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"env": self.env, "profile": self.profile, "episodes": self.episodes,
+                "policies": [p.to_dict() for p in self.policies], "skipped": self.skipped}
+
+    def format_text(self) -> str:
+        head = f"{'policy':<10} {'return':>16}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
+        lines = [f"{self.env}  profile={self.profile}  episodes={self.episodes}", head, "-" * len(head)]
+        for p in sorted(self.policies, key=lambda p: -p.return_mean):
+            cm = p.component_means()
+            lines.append(f"{p.name:<10} {p.return_mean:>8.3f} ± {p.return_ci95:<6.3f}  "
+                         + " ".join(f"{cm.get(c, 0.0):>10.3f}" for c in COMPONENTS))
+        for name, why in self.skipped.items():
+            lines.append(f"{name:<10} skipped: {why}")
+        return "\n".join(lines)
+
+
+def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) -> PolicyEval:
+    ev = PolicyEval(policy.name, [], {c: [] for c in COMPONENTS})
+    for i in range(episodes):
+        ret, comps, _ = run_episode(env, policy, seed + i)
+        ev.returns.append(ret)
+        for c in COMPONENTS:
+            ev.components[c].append(comps.get(c, 0.0))
+    return ev
+
+
+def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int = 20, seed: int = 0,
+             profile: str = "balanced", env_kwargs: Mapping[str, Any] | None = None,
+             extra: Mapping[str, Policy] | None = None) -> EvalResult:
+    """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``."""
+    if episodes < 1:
+        raise ConfigError("episodes", episodes, "an integer >= 1")
+    names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
+    for n in names:
+        if n not in BASELINES:
+            raise ConfigError("policy", n, ", ".join(BASELINES) + ", all")
+    env = make_env(env_id, profile=profile, **dict(env_kwargs or {}))
+    out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
+    for n in names:
+        try:
+            pol = make_policy(n, env, seed=seed)
+        except ConfigError as e:
+            out.skipped[n] = str(e)
+            continue
+        out.policies.append(evaluate_policy(env, pol, episodes, seed))
+    for name, pol in (extra or {}).items():
+        pol.name = name
+        out.policies.append(evaluate_policy(env, pol, episodes, seed))
+    env.close()
+    return out
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    import kenv  # noqa: F401  (registers the ids)
+
+    if env_id not in gym.registry or not env_id.startswith("kenv/"):
+        ids = sorted(i for i in gym.registry if i.startswith("kenv/"))
+        raise ConfigError("env", env_id, ", ".join(ids))
+    return gym.make(env_id, **kwargs)
