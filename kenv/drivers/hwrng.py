@@ -245,6 +245,9 @@ class Bcm2835Rng:
         self.wait_log: list[tuple[str, int, int]] = []
         #: (time, words read, comm) for every successful bcm2835_rng_read
         self.read_log: list[tuple[int, int, str]] = []
+        #: if set, a cpu_relax() spin stops at this time to look at ``wait`` again
+        #: (the spin itself is one interval; an environment changes ``wait`` per step)
+        self.recheck_at: int | None = None
 
     # ---------------------------------------------------------- the generator
     def bcm2835_rng_init(self) -> None:
@@ -340,7 +343,10 @@ def _wait(task: Task, rng: Bcm2835Rng) -> TaskBody:
         # while ((rng_readl(RNG_STATUS) >> 24) == 0) cpu_relax();  -- one spin
         # interval to the moment the next word lands, not one event per iteration.
         rng.spinning[task] = task.sum_exec_runtime
-        got = yield RunUntil(rng.next_word_time(k.now))
+        until = rng.next_word_time(k.now)
+        if rng.recheck_at is not None and k.now < rng.recheck_at < until:
+            until = rng.recheck_at  # re-read rng.wait there (an env changes it per step)
+        got = yield RunUntil(until)
         del rng.spinning[task]
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + (got or 0)
         return

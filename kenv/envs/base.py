@@ -145,7 +145,7 @@ class KenvEnv(gym.Env):
         if self._episode is None:
             raise RuntimeError("call reset() before step()")
         a = self._action_index(action)
-        m = self._episode.step(self.actions[a])
+        m = self._episode.step(self._episode_action(a))
         comps = {c: float(m.get(c, 0.0)) for c in COMPONENTS}
         reward = self.profile.reward(comps)
         self._last = m
@@ -186,3 +186,7 @@ class KenvEnv(gym.Env):
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError
+
+    def _episode_action(self, index: int) -> Any:
+        """What the episode's ``step`` receives for action ``index``."""
+        return self.actions[index]

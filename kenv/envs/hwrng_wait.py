@@ -1,0 +1,232 @@
+"""kenv/HwrngWait-v0: how bcm2835_rng_read() waits for its FIFO."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from ..drivers.hwrng import (
+    HwrngCore, WaitStrategy, bcm2835_rng_probe, parse_wait, rng_dev_read,
+)
+from ..drivers.random import InputPool
+from ..errors import ConfigError
+from ..kernel.core import PREEMPT_MODELS, Kernel, Task
+from ..kernel.jiffies import ALLOWED_HZ
+from ..platforms import get_platform
+from ..sim.engine import NSEC_PER_SEC, Engine
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
+
+PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
+#: a step ends when the reader's read(2) returns, or after this much simulated time
+STEP_LIMIT_NS = NSEC_PER_SEC
+
+
+class _HwrngEpisode:
+    """One boot: the rng probes, the hwrng kthread fills the pool, a reader reads /dev/hwrng."""
+
+    def __init__(self, scenario: dict, rng: np.random.Generator):
+        plat = get_platform(scenario["platform"])
+        preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
+        hz = plat.hz if scenario["hz"] == "platform" else int(scenario["hz"])
+        params = plat.hwrng
+        if scenario["silent_s"] != "platform":
+            silent = float(scenario["silent_s"])
+            params = dataclasses.replace(params, silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
+        self.plat, self.params, self.preempt, self.hz = plat, params, preempt, hz
+        self.bs = int(scenario["reader_bs"])
+        self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,
+                        rng=rng, name=plat.name)
+        self.pool = InputPool(self.k)
+        self.core: HwrngCore | None = None
+        self.wait = parse_wait("hwrng_yield")
+        self.reader_bytes = 0
+        self.reader_reads = 0
+        self._read_done = False
+        self.k.engine.at(params.probe_ns, self._probe)
+        self.max_bytes_per_s = 4.0 * params.word_rate_hz
+        self.last = [0.0, 0.0, 0.0]
+
+    def _probe(self) -> None:
+        self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.plat.smp_cache_bytes)
+        # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
+        self.k.kthread_run(self._reader, "rngd", cpus_allowed=range(self.plat.nr_cpus))
+
+    def _reader(self, task: Task):
+        while True:
+            n = yield from rng_dev_read(task, self.core, self.bs)
+            self.reader_bytes += n
+            self.reader_reads += 1
+            self._read_done = True
+
+    @property
+    def now_s(self) -> float:
+        return self.k.now / NSEC_PER_SEC
+
+    def set_wait(self, wait: WaitStrategy) -> None:
+        self.wait = wait
+        if self.core is not None:
+            self.core.rng.wait = wait
+
+    def step(self, wait: WaitStrategy) -> dict:
+        k = self.k
+        self.set_wait(wait)
+        t0 = k.now
+        b0, bits0 = self.reader_bytes, self.pool.init_bits
+        stalls0, bugs0 = len(k.rcu_stalls), len(k.bugs)
+        spin0 = sum(self.core.rng.spin_ns_now().values()) if self.core else 0
+        limit = t0 + STEP_LIMIT_NS
+        if self.core is not None:
+            self.core.rng.recheck_at = limit
+        self._read_done = False
+        k.run(until=limit, stop=lambda: self._read_done)
+        if self.core is not None and self.core.rng.wait is not wait:
+            self.core.rng.wait = wait  # probed during this step
+        dt = max(1, k.now - t0)
+        nbytes = self.reader_bytes - b0
+        spin = (sum(self.core.rng.spin_ns_now().values()) if self.core else 0) - spin0
+        bps = nbytes * NSEC_PER_SEC / dt
+        thr = math.log10(1.0 + bps) / math.log10(1.0 + self.max_bytes_per_s)
+        bits = self.pool.init_bits - bits0
+        stalls = len(k.rcu_stalls) - stalls0
+        self.last = [min(1.0, thr), min(1.0, spin / dt), min(1.0, self.pool.init_bits / 256)]
+        return {
+            "entropy": bits / 256.0,
+            "throughput": thr,
+            "spin": spin / dt,
+            "rcu_stall": float(stalls),
+            "bug": float(len(k.bugs) - bugs0),
+            "raw": {"bytes": nbytes, "bytes_per_s": bps, "step_sim_s": dt / NSEC_PER_SEC,
+                    "spin_cpu_s": spin / NSEC_PER_SEC, "bits_credited": bits},
+        }
+
+    def observation(self) -> list[float]:
+        silent = self.params.silent_until_ns
+        return (kernel_config_features(self.preempt, self.hz)
+                + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
+                + [1.0 / self.plat.nr_cpus,
+                   float(silent is not None and self.k.now < silent),
+                   min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
+                + self.last)
+
+    def info(self) -> dict:
+        k = self.k
+        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
+                "sim_time_s": self.now_s, "wait": str(self.wait),
+                "reader_bytes": self.reader_bytes,
+                "crng_init": self.pool.crng_init, "bits_credited_total": self.pool.init_bits,
+                "crng_ready_s": None if self.pool.ready_ns is None else self.pool.ready_ns / NSEC_PER_SEC,
+                "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls],
+                "bugs": list(k.bugs)}
+
+
+class HwrngWaitEnv(KenvEnv):
+    """
+    ## Description
+
+    The bcm2835 hwrng driver polls a small FIFO; when it is empty,
+    ``bcm2835_rng_read()`` must wait.  Linux <= 6.0 spun (``cpu_relax()``),
+    which a non-preemptible kernelci board reported as an RCU stall; 6.1
+    slept ``hwrng_msleep(rng, 1000)``, which made ``dd`` from /dev/hwrng take
+    minutes on Raspberry Pi 0-3; 6.7 (the seed, Stefan Wahren) sleeps one
+    jiffy with ``hwrng_yield()``.  Here the agent chooses the wait at every
+    step, on a simulated board that boots, probes the rng, runs the ``hwrng``
+    kthread (which credits the input pool) and a reader of /dev/hwrng.
+
+    ## Action Space
+
+    ``Discrete(n)`` over the ``<wait>`` of ``bcm2835_rng_read``.  Default:
+    ``0: cpu_relax`` (<= 6.0), ``1: hwrng_msleep(1000)`` (6.1), ``2: hwrng_yield``
+    (the patch).  ``actions=`` takes any list of kernel-style strings:
+    ``cpu_relax``, ``hwrng_yield``, ``hwrng_msleep(MS)``, ``usleep_range(MIN,MAX)``.
+
+    ## Observation Space
+
+    ``Box(float32)``:
+
+    | index | meaning | min | max |
+    |---|---|---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 |
+    | 4 | HZ / 1000 | 0 | 1 |
+    | 5-6 | platform one-hot: rpi3bplus, bcm2835-kernelci | 0 | 1 |
+    | 7 | 1 / number of CPUs | 0 | 1 |
+    | 8 | the generator is still in its silent period after boot | 0 | 1 |
+    | 9 | time since boot / 60 s (capped at 1) | 0 | 1 |
+    | 10 | previous step's throughput component | 0 | 1 |
+    | 11 | previous step's spin component (capped at 1) | 0 | 1 |
+    | 12 | crng progress: credited bits / 256 | 0 | 1 |
+    | 13.. | previous action one-hot (all zero after reset) | 0 | 1 |
+
+    ## Rewards
+
+    Components per step: ``throughput`` = log10(1 + reader bytes/s) /
+    log10(1 + 4 x the generator's word rate) (so ``cpu_relax`` on an idle
+    board is about 1, ``hwrng_yield`` about 0.66, ``hwrng_msleep(1000)`` about
+    0.25); ``spin`` = CPU time burned in ``cpu_relax()`` loops / step time;
+    ``entropy`` = bits the hwrng kthread credited / 256; ``rcu_stall`` = RCU
+    stall reports.  ``latency`` and ``bug`` are 0 here.
+
+    ## Starting State
+
+    Boot (t = 0) of a board drawn from the mix (``configs/scenarios/hwrng.yaml``);
+    the first step starts the rng probe, the ``hwrng`` kthread and the reader.
+
+    ## Episode End
+
+    No terminal state; truncated at 48 steps by the TimeLimit.  A step lasts
+    until the reader's ``read(bs)`` returns, or 1 s of simulated time.
+
+    ## Arguments
+
+    ``gym.make("kenv/HwrngWait-v0", actions=None, scenario=None,
+    profile="balanced", reward_weights=None, render_mode=None)``; scenario
+    fields: ``platform``, ``preempt``, ``hz``, ``silent_s``, ``reader_bs``.
+
+    ## Version History
+
+    * v0: initial version.
+
+    ## References
+
+    * seed 001: 6ca5ebb4f456 "hwrng: bcm2835: Fix hwrng throughput regression"
+      (Stefan Wahren), introducing ``hwrng_yield()``.
+    * 96cb9d055445 "hwrng: bcm2835 - use hwrng_msleep() instead of cpu_relax()".
+    """
+
+    ENV_ID: ClassVar[str] = "kenv/HwrngWait-v0"
+    DEFAULT_ACTIONS = ("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield")
+    ORIGINAL = "cpu_relax"
+    PRE_PATCH = "hwrng_msleep(1000)"
+    PATCHED = "hwrng_yield"
+    DEFAULT_SCENARIO = "hwrng"
+    SCENARIO_FIELDS = {
+        "platform": PLATFORMS,
+        "preempt": ("platform",) + PREEMPT_MODELS,
+        "hz": ("platform",) + ALLOWED_HZ,
+        "silent_s": ("platform", 0, 5, 10, 25, 30, 60),
+        "reader_bs": (4, 16, 32, 64, 128, 256, 512, 1024, 4096),
+    }
+    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+        ("platform == rpi3bplus", 0, 1), ("platform == bcm2835-kernelci", 0, 1),
+        ("1 / nr_cpus", 0, 1), ("generator silent", 0, 1), ("time since boot / 60 s", 0, 1),
+        ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
+    ]
+
+    def _check_actions(self, actions):
+        out = super()._check_actions(actions)
+        self._waits = tuple(parse_wait(a) for a in out)
+        # canonical spelling ("usleep_range(100, 200)")
+        return tuple(str(w) for w in self._waits)
+
+    def _validate_action_name(self, a: str) -> None:
+        if not isinstance(a, str):
+            raise ConfigError("actions", a, "kernel-style wait strings")
+        parse_wait(a)
+
+    def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
+        return _HwrngEpisode(scenario, rng)
+
+    def _episode_action(self, index: int):
+        return self._waits[index]
