@@ -3,6 +3,7 @@
     kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
     kenv reproduce [--json]        every seed figure: simulated vs published
     kenv evaluate --env ID ...     baselines side by side, with 95% confidence intervals
+    kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
+
+    b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")
+    b.add_argument("--steps", type=int, default=3000, help="steps per env (default 3000)")
+    b.add_argument("--env", action="append", default=None, help="only this env id (repeatable)")
+    _add_common(b)
+    b.set_defaults(_run=_bench)
     return parser
 
 
@@ -60,6 +67,14 @@ def _evaluate(args: argparse.Namespace):
     from agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile)
+
+
+def _bench(args: argparse.Namespace):
+    from .envs.bench import run_bench
+
+    if args.steps < 1:
+        raise ConfigError("steps", args.steps, "an integer >= 1")
+    return run_bench(steps=args.steps, env_ids=args.env, seed=args.seed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
