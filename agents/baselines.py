@@ -91,7 +91,8 @@ class OraclePolicy(Policy):
 
     fields: list[str]
     table: dict[tuple, Any]
-    scores: dict[tuple, dict[str, float]] = field(default_factory=dict)
+    #: context -> action label -> the returns of its episodes
+    returns: dict[tuple, dict[str, list[float]]] = field(default_factory=dict)
     name: str = "oracle"
     _action: Any = None
 
@@ -122,20 +123,20 @@ def build_oracle(env: gym.Env, episodes: int = 3, seed: int = 10_000) -> OracleP
     base = _base(env)
     fields = [f for f, dist in base.mix.fields.items() if sum(1 for w in dist.values() if w > 0) > 1]
     table: dict[tuple, Any] = {}
-    scores: dict[tuple, dict[str, float]] = {}
+    returns: dict[tuple, dict[str, list[float]]] = {}
     for ctx in base.mix.contexts():
         key = context_key(ctx, fields)
         best, best_score = None, -np.inf
-        scores[key] = {}
+        returns[key] = {}
         for a in static_actions(env):
             pol = StaticPolicy("static", a)
             rets = [run_episode(env, pol, seed + i, {"scenario": ctx})[0] for i in range(episodes)]
+            returns[key][action_label(env, a)] = rets
             score = float(np.mean(rets))
-            scores[key][action_label(env, a)] = score
             if score > best_score:
                 best, best_score = a, score
         table[key] = best
-    return OraclePolicy(fields, table, scores)
+    return OraclePolicy(fields, table, returns)
 
 
 def make_policy(name: str, env: gym.Env, seed: int = 0, oracle_episodes: int = 3) -> Policy:

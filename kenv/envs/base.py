@@ -10,6 +10,7 @@ reward profile and builds the observation.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -66,6 +67,8 @@ class KenvEnv(gym.Env):
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
                  render_mode: str | None = None):
+        self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
+                                 reward_weights=reward_weights, render_mode=render_mode)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, ", ".join(self.metadata["render_modes"]))
         self.render_mode = render_mode
@@ -81,6 +84,10 @@ class KenvEnv(gym.Env):
         self._scenario: dict | None = None
         self._last: dict | None = None
         self._last_action: int | None = None
+        # For pickling by replay: the generator state at the last reset, its
+        # options, and the actions taken since (the simulation is a function of them).
+        self._replay: tuple[dict, dict | None] | None = None
+        self._taken: list[int] = []
 
     @classmethod
     def observation_rows(cls, actions: Sequence[str]) -> list[tuple[str, float, float]]:
@@ -119,18 +126,23 @@ class KenvEnv(gym.Env):
         return self.actions.index(choice)
 
     def _action_index(self, action: Any) -> int:
-        try:
-            a = int(np.asarray(action).item())
-        except (TypeError, ValueError):
-            raise ConfigError("action", action, f"an integer in 0..{len(self.actions) - 1}") from None
+        allowed = f"an integer in 0..{len(self.actions) - 1} ({', '.join(self.actions)})"
+        v = np.asarray(action) if action is not None else None
+        if v is None or v.shape not in ((), (1,)) or not np.issubdtype(v.dtype, np.integer):
+            raise ConfigError("action", action, allowed)
+        a = int(v.reshape(()))
         if not 0 <= a < len(self.actions):
-            raise ConfigError("action", action, f"an integer in 0..{len(self.actions) - 1} "
-                              f"({', '.join(self.actions)})")
+            raise ConfigError("action", action, allowed)
         return a
 
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
+        self._replay = (copy.deepcopy(self.np_random.bit_generator.state), copy.deepcopy(options))
+        self._taken = []
+        return self._start(options)
+
+    def _start(self, options: dict | None):
         scenario = self.mix.sample(self.np_random)
         if options and "scenario" in options:
             scenario.update(options["scenario"])
@@ -145,6 +157,7 @@ class KenvEnv(gym.Env):
         if self._episode is None:
             raise RuntimeError("call reset() before step()")
         a = self._action_index(action)
+        self._taken.append(a)
         m = self._episode.step(self._episode_action(a))
         comps = {c: float(m.get(c, 0.0)) for c in COMPONENTS}
         reward = self.profile.reward(comps)
@@ -153,6 +166,24 @@ class KenvEnv(gym.Env):
         terminated = bool(m.get("terminated", False))
         info = self._info(m, comps)
         return self._obs(), reward, terminated, False, info
+
+    # ------------------------------------------------------------- pickling
+    def __getstate__(self):
+        """An env pickles as its constructor arguments plus the seed state and
+        actions of the current episode; unpickling replays them (the
+        simulated kernel holds generators, which do not pickle)."""
+        return {"kwargs": self._init_kwargs, "replay": self._replay, "taken": list(self._taken)}
+
+    def __setstate__(self, state):
+        self.__init__(**state["kwargs"])
+        if state["replay"] is not None:
+            rng_state, options = state["replay"]
+            self._np_random = np.random.Generator(np.random.PCG64())
+            self._np_random.bit_generator.state = rng_state
+            self._replay = state["replay"]
+            self._start(options)
+            for a in state["taken"]:
+                self.step(a)
 
     def render(self):
         if self.render_mode == "ansi":

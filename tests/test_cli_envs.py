@@ -1,0 +1,47 @@
+"""The env-facing commands: kenv evaluate and kenv bench (their --json keys are read by scripts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kenv.cli import main
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_evaluate_json_keys_and_all_policies(capsys):
+    out = _json(capsys, ["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "all", "--episodes", "3", "--json"])
+    assert {"env", "profile", "episodes", "policies"} <= set(out)
+    names = {p["name"] for p in out["policies"]}
+    assert names == {"original", "pre_patch", "patched", "random", "oracle"}
+    for p in out["policies"]:
+        assert {"name", "return_mean", "return_ci95", "components"} <= set(p)
+        assert set(p["components"]) == {"entropy", "throughput", "latency", "rcu_stall", "bug", "spin"}
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["evaluate", "--env", "kenv/Nope-v0"], "env"),
+    (["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "genius"], "policy"),
+    (["evaluate", "--env", "kenv/Raid6Bench-v0", "--profile", "speed"], "reward"),
+    (["evaluate", "--env", "kenv/Raid6Bench-v0", "--episodes", "0"], "episodes"),
+    (["bench", "--steps", "0"], "steps"),
+])
+def test_bad_input_exits_2_with_the_field_named(capsys, argv, needle):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "allowed" in err
+
+
+def test_bench_json_keys(capsys):
+    out = _json(capsys, ["bench", "--steps", "50", "--env", "kenv/Raid6Bench-v0", "--json"])
+    assert out["cartpole_steps_per_s"] > 0
+    (e,) = out["envs"]
+    assert set(e) == {"id", "steps_per_s", "ratio_to_cartpole", "sim_s_per_step"}
+    assert e["id"] == "kenv/Raid6Bench-v0" and e["sim_s_per_step"] > 0
