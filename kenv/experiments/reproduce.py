@@ -17,13 +17,21 @@ class ReproduceResult:
         return {"rows": [r.to_dict() for r in self.rows], "wall_s": self.wall_s}
 
     def format_text(self) -> str:
-        head = f"{'seed':<6} {'figure':<52} {'simulated':>12} {'published':>12} {'rel.err':>8}  note"
-        lines = [head, "-" * len(head)]
+        lines = []
+        seed = None
         for r in self.rows:
-            lines.append(f"{r.seed:<6} {r.figure:<52} {r.simulated:>12.4g} {r.published:>12.4g} "
-                         f"{r.rel_error:>+8.1%}  {r.unit}{'; ' + r.note if r.note else ''}")
-        lines.append(f"({len(self.rows)} figures, {self.wall_s:.1f} s wall)")
-        return "\n".join(lines)
+            if r.seed != seed:
+                seed = r.seed
+                lines += ["", f"seed {seed}",
+                          f"  {'figure':<56} {'simulated':>12} {'published':>12} {'rel.err':>8}  {'band':<17} unit"]
+            band = "" if r.low is None else f"[{r.low:g}, {r.high:g}]" + (
+                " ok" if r.low <= r.simulated <= r.high else " OUT")
+            lines.append(f"  {r.figure:<56} {r.simulated:>12.6g} {r.published:>12.6g} "
+                         f"{r.rel_error:>+8.1%}  {band:<17} {r.unit}")
+            if r.note:
+                lines.append(f"  {'':<56}   note: {r.note}")
+        lines.append(f"\n({len(self.rows)} figures, {self.wall_s:.1f} s wall)")
+        return "\n".join(lines).lstrip("\n")
 
 
 def run_reproduce(seed: int = 0) -> ReproduceResult:
