@@ -1,13 +1,23 @@
 """drivers/char/random.c: the input pool, credit_init_bits() and crng_init.
 
-The fast pools and add_interrupt_randomness() (seed 000) extend this module;
-the hwrng kthread credits through add_hwgenerator_randomness().
+* ``InputPool``: ``input_pool``, credit_init_bits() and the crng EMPTY ->
+  EARLY (128 bits) -> READY (256 bits) transitions, time-stamped.
+* ``add_hwgenerator_randomness()``: what the hwrng kthread calls (seed 001).
+* ``IrqRandomness``: the per-CPU ``fast_pool``, add_interrupt_randomness()
+  and mix_interrupt_randomness() with the deferral strategies of seed 000
+  (v5.18 .. v6.x, as backported to 5.15-stable): ``workqueue``
+  (queue_work_on(cpu, system_highpri_wq), 58340f8e952b), ``schedule_work``
+  (the normal-priority system_wq), ``timer`` (add_timer_on() of an expired
+  timer, 748bc4dd9e66), ``hardirq`` (the original in-IRQ mix under the
+  input_pool spinlock) and ``none``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import ConfigError
 from ..kernel.core import Task, TaskBody
 from ..kernel.sleep import schedule_timeout_interruptible
 
@@ -83,3 +93,290 @@ def add_hwgenerator_randomness(task: Task, pool: InputPool, nbytes: int, entropy
     pool.credit_init_bits(entropy_bits, source="hwrng")
     if sleep_after and (pool.crng_ready() or not entropy_bits):
         yield from schedule_timeout_interruptible(task, pool.crng_reseed_interval())
+
+
+# ==========================================================================
+# Interrupt entropy: the per-CPU fast pools (seed 000)
+# ==========================================================================
+
+#: add_interrupt_randomness(): ``enum { MIX_INFLIGHT = 1U << 31 }``.
+MIX_INFLIGHT = 1 << 31
+U32_MAX = (1 << 32) - 1
+U16_MAX = 0xFFFF
+#: Interrupts per mix since 534d2eaf1970 (``new_count < 1024``); 64 before it.
+FAST_POOL_MIX_THRESHOLD = 1024
+FAST_POOL_MIX_THRESHOLD_OLD = 64
+ALLOWED_THRESHOLDS = (FAST_POOL_MIX_THRESHOLD, FAST_POOL_MIX_THRESHOLD_OLD)
+
+#: How mix_interrupt_randomness() is deferred out of the hard IRQ.
+#:
+#: ``workqueue``      queue_work_on(cpu, system_highpri_wq) (58340f8e952b)
+#: ``schedule_work``  queue_work_on(cpu, system_wq): schedule_work_on(), nice 0
+#: ``timer``          add_timer_on(&mix, cpu) with expires = jiffies (748bc4dd9e66)
+#: ``hardirq``        the original: mix under input_pool.lock in the IRQ handler
+#: ``none``           the queue_work_on() line commented out: nothing is mixed
+DEFERRALS = ("workqueue", "schedule_work", "timer", "hardirq", "none")
+
+#: SipHash initial constants (include/linux/siphash.h), the fast pool's initial
+#: contents on 64-bit.  The contents are carried for naming fidelity only:
+#: no simulated figure depends on them, so fast_mix()'s arithmetic is not run.
+SIPHASH_CONSTS = (0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573)
+
+
+def check_deferral(deferral: str) -> str:
+    if deferral not in DEFERRALS:
+        raise ConfigError("deferral", deferral, ", ".join(DEFERRALS))
+    return deferral
+
+
+def check_threshold(threshold: int) -> int:
+    if threshold not in ALLOWED_THRESHOLDS:
+        raise ConfigError("threshold", threshold,
+                          "1024 (since 534d2eaf1970) or 64 (before it)")
+    return threshold
+
+
+@dataclass(frozen=True)
+class RandomParams:
+    """CPU costs of the interrupt-entropy path on one platform.
+
+    ``mix_ns``: mix_interrupt_randomness() itself -- irq-off copy of two longs,
+    mix_pool_bytes() (one BLAKE2s block under input_pool.lock) and
+    credit_init_bits().  ``fast_mix_ns``: fast_mix() (two SipHash rounds) per
+    interrupt, part of the hard-IRQ cost the workload charges.
+    ``source``: where the numbers come from.
+    """
+
+    mix_ns: int
+    fast_mix_ns: int
+    source: str = ""
+
+
+class fast_pool:
+    """``struct fast_pool`` (one per CPU): ``pool[4]``, ``last``, ``count``, ``mix``.
+
+    ``mix`` is the deferral object: a work_struct (workqueue, schedule_work)
+    or a timer_list (timer).  The rest are statistics of this simulator.
+    """
+
+    __slots__ = ("cpu", "pool", "last", "count", "mix", "irqs", "mixes", "credited",
+                 "counted", "scheduled", "mix_times")
+
+    def __init__(self, cpu: int):
+        self.cpu = cpu
+        self.pool = list(SIPHASH_CONSTS)
+        self.last = 0          # static per-CPU data starts zeroed
+        self.count = 0
+        self.mix = None
+        self.irqs = 0          # interrupts seen (add_interrupt_randomness calls)
+        self.mixes = 0         # mix_interrupt_randomness() runs
+        self.credited = 0      # bits credit_init_bits() accepted from this pool
+        self.counted = 0       # sum over mixes of (count & U16_MAX): the interrupts they covered
+        self.scheduled = 0     # mixes scheduled (MIX_INFLIGHT set)
+        self.mix_times: list[int] | None = None  # optional: ns of each mix (tests)
+
+    @property
+    def inflight(self) -> bool:
+        return bool(self.count & MIX_INFLIGHT)
+
+
+class IrqRandomness:
+    """The interrupt half of random.c on one simulated kernel.
+
+    ``add_interrupt_randomness(cpu)`` is called by the workloads from hard-IRQ
+    context; the deferral strategy decides where ``mix_interrupt_randomness``
+    runs.  ``mix_hooks`` are called as ``hook(fast_pool, context)`` after each
+    mix, with context ``"kworker"``, ``"timer"`` or ``"hardirq"``: a workload
+    uses it to see that a task other than its own ran on its CPU.
+    ``pre_mix_hooks`` are called as ``hook(fast_pool)`` just before a mix reads
+    ``count``: a workload that counts interrupts in bulk brings the count up
+    to date there (MIX_INFLIGHT is set, so no interrupt it adds can trigger).
+    """
+
+    def __init__(self, kernel, pool: InputPool | None = None, *, deferral: str = "timer",
+                 threshold: int = FAST_POOL_MIX_THRESHOLD, params: RandomParams | None = None,
+                 long_bits: int = 64):
+        self.k = kernel
+        self.input_pool = pool if pool is not None else InputPool(kernel)
+        self.deferral = check_deferral(deferral)
+        self.threshold = check_threshold(threshold)
+        self.params = params if params is not None else RandomParams(mix_ns=1_000, fast_mix_ns=50)
+        if long_bits not in (32, 64):
+            raise ConfigError("long_bits", long_bits, "32 or 64")
+        self.long_bits = long_bits
+        #: sizeof(pool) * 8 where pool is ``unsigned long pool[2]``: the credit cap.
+        self.max_credit = 2 * long_bits
+        self.pools: dict[int, fast_pool] = {}
+        self.mix_hooks: list[Callable[[fast_pool, str], None]] = []
+        self.pre_mix_hooks: list[Callable[[fast_pool], None]] = []
+        self._might_sleep_prev_jiffy = 0
+        self.bug_count = 0
+
+    # ------------------------------------------------------------- helpers
+    def fast_pool(self, cpu: int) -> fast_pool:
+        fp = self.pools.get(cpu)
+        if fp is None:
+            fp = self.pools[cpu] = fast_pool(cpu)
+            self._init_mix(fp)
+        return fp
+
+    def _init_mix(self, fp: fast_pool) -> None:
+        from ..kernel.timer import timer_list
+        from ..kernel.workqueue import work_struct
+
+        if self.deferral in ("workqueue", "schedule_work"):
+            fp.mix = work_struct(self._mix_work, cost_ns=self.params.mix_ns, data=fp,
+                                 name="mix_interrupt_randomness")
+        elif self.deferral == "timer":
+            # .mix = __TIMER_INITIALIZER(mix_interrupt_randomness, 0)
+            fp.mix = timer_list(self._mix_timer, cost_ns=self.params.mix_ns,
+                                name="mix_interrupt_randomness", data=fp)
+
+    def _mix_work(self, work) -> None:
+        self.mix_interrupt_randomness(work.data, "kworker")
+
+    def _mix_timer(self, timer) -> None:
+        self.mix_interrupt_randomness(timer.data, "timer")
+
+    def _trigger_due(self, fp: fast_pool, new_count: int, jiffies: int) -> bool:
+        """``new_count >= threshold || time_is_before_jiffies(last + HZ)``."""
+        return new_count >= self.threshold or jiffies > fp.last + self.k.HZ
+
+    # ------------------------------------------------ add_interrupt_randomness
+    def add_interrupt_randomness(self, cpu: int, irq: int = 0) -> bool:
+        """add_interrupt_randomness(irq) on ``cpu``, in hard-IRQ context.
+
+        Returns True when this interrupt scheduled (or, for ``hardirq``, ran)
+        a mix.
+        """
+        fp = self.fast_pool(cpu)
+        # fast_mix(fast_pool->pool, entropy, ip ^ swab(irq)): contents not simulated
+        fp.irqs += 1
+        fp.count = (fp.count + 1) & U32_MAX
+        new_count = fp.count
+        if new_count & MIX_INFLIGHT:
+            return False
+        if not self._trigger_due(fp, new_count, self.k.jiffies):
+            return False
+        fp.count |= MIX_INFLIGHT
+        fp.scheduled += 1
+        self._schedule_mix(fp)
+        return True
+
+    def add_interrupt_randomness_many(self, cpu: int, n: int, t_last: int | None = None) -> None:
+        """``n`` interrupts on ``cpu``, none of which triggers a mix.
+
+        The bulk form of ``n`` calls of add_interrupt_randomness(): the caller
+        has established with :meth:`first_trigger` that none of them reaches
+        the threshold or the HZ rule (``t_last``: the time of the last one).
+        Raises if that is not so, rather than silently dropping a mix.
+        """
+        if n <= 0:
+            return
+        fp = self.fast_pool(cpu)
+        if not fp.count & MIX_INFLIGHT:
+            j_last = self.k.jiffies if t_last is None else self.k.jiffies_at(t_last)
+            if self._trigger_due(fp, fp.count + n, j_last):
+                raise RuntimeError(f"add_interrupt_randomness_many: a mix is due among {n} interrupts")
+        fp.irqs += n
+        # count is 32 bits wide; MIX_INFLIGHT is its top bit, so wrapping is as in C
+        fp.count = (fp.count + n) & U32_MAX
+
+    def first_trigger(self, cpu: int, n: int, time_of: Callable[[int], int]) -> int | None:
+        """Index (0-based) of the first of the next ``n`` interrupts that
+        would schedule a mix, given the fast pool's state now, or None.
+
+        ``time_of(i)`` is the time of interrupt ``i`` (non-decreasing).  Both
+        rules are monotone in i, so the answer is the smaller of the count
+        rule's index and the first index whose time satisfies the HZ rule.
+        """
+        fp = self.fast_pool(cpu)
+        if n <= 0 or fp.count & MIX_INFLIGHT:
+            return None
+        by_count = max(0, self.threshold - fp.count - 1)   # count + i + 1 >= threshold
+        best = by_count if by_count < n else None
+        # HZ rule: jiffies(t_i) > last + HZ  <=>  t_i >= tick_time(last + HZ + 1)
+        t_hz = self.k.tick_time(fp.last + self.k.HZ + 1)
+        hi = n if best is None else best
+        if hi > 0 and time_of(hi - 1) >= t_hz:
+            lo, h = 0, hi - 1
+            while lo < h:
+                mid = (lo + h) // 2
+                if time_of(mid) >= t_hz:
+                    h = mid
+                else:
+                    lo = mid + 1
+            best = lo
+        return best
+
+    def _schedule_mix(self, fp: fast_pool) -> None:
+        k = self.k
+        d = self.deferral
+        if d == "workqueue":
+            from ..kernel.workqueue import queue_work_on, system_highpri_wq
+            queue_work_on(k, fp.cpu, system_highpri_wq, fp.mix)
+        elif d == "schedule_work":
+            from ..kernel.workqueue import queue_work_on, system_wq
+            queue_work_on(k, fp.cpu, system_wq, fp.mix)
+        elif d == "timer":
+            from ..kernel.timer import timer_pending
+            if not timer_pending(fp.mix):
+                fp.mix.expires = k.jiffies
+                k.timers.add_timer_on(fp.mix, fp.cpu)
+        elif d == "hardirq":
+            # spin_lock(&input_pool.lock) in hard IRQ: a sleeping lock on PREEMPT_RT.
+            if k.preempt == "rt":
+                self._might_sleep_bug(fp.cpu)
+            k.steal(fp.cpu, self.params.mix_ns)
+            self.mix_interrupt_randomness(fp, "hardirq")
+        # "none": the queue_work_on() line commented out -- MIX_INFLIGHT stays set
+
+    def _might_sleep_bug(self, cpu: int) -> None:
+        """__might_resched(): the splat, rate-limited to one per HZ jiffies."""
+        self.bug_count += 1
+        j = self.k.jiffies
+        prev = self._might_sleep_prev_jiffy
+        if prev and j < prev + self.k.HZ:
+            return
+        self._might_sleep_prev_jiffy = j
+        self.k.BUG("BUG: sleeping function called from invalid context at "
+                   "kernel/locking/spinlock_rt.c:46 (spin_lock(&input_pool.lock) from "
+                   f"add_interrupt_randomness, hard IRQ, CPU {cpu}, t={self.k.now / 1e9:.6f} s)", cpu=cpu)
+
+    # ------------------------------------------------ mix_interrupt_randomness
+    def mix_interrupt_randomness(self, fp: fast_pool, context: str = "kworker") -> int:
+        """Mix two longs of the fast pool into the input pool and credit.
+
+        With IRQs off: read ``count``, set ``count = 0`` and ``last = jiffies``
+        (this clears MIX_INFLIGHT); then mix_pool_bytes() and
+        ``credit_init_bits(clamp((count & U16_MAX) / 64, 1, sizeof(pool) * 8))``.
+        Interrupts counted while the mix was in flight are in ``count`` and are
+        credited here.  Returns the bits the input pool accepted.
+        """
+        for hook in self.pre_mix_hooks:
+            hook(fp)
+        count = fp.count
+        fp.count = 0
+        fp.last = self.k.jiffies
+        self.input_pool.mix_pool_bytes(2 * self.long_bits // 8)
+        n = count & U16_MAX
+        bits = min(max(n // 64, 1), self.max_credit)
+        got = self.input_pool.credit_init_bits(bits, source="interrupts")
+        fp.mixes += 1
+        fp.counted += n
+        fp.credited += got
+        if fp.mix_times is not None:
+            fp.mix_times.append(self.k.now)
+        self.k.trace_instant(fp.cpu, "mix_interrupt_randomness", context=context, count=n, bits=got)
+        for hook in self.mix_hooks:
+            hook(fp, context)
+        return got
+
+    # --------------------------------------------------------------- stats
+    def totals(self) -> dict:
+        return {
+            "irqs": sum(p.irqs for p in self.pools.values()),
+            "mixes": sum(p.mixes for p in self.pools.values()),
+            "credited": sum(p.credited for p in self.pools.values()),
+            "counted": sum(p.counted for p in self.pools.values()),
+        }

@@ -1,0 +1,745 @@
+"""qperf ``tcp_lat`` over IPoIB: the workload of seed 000.
+
+``qperf <server> -oo msg_size:4K:1024K:*2 tcp_lat``: one TCP connection, the
+client writes ``msg_size`` bytes, the server reads them all and writes them
+back, the client reads them all, and so on for ``--time`` seconds per size.
+qperf reports ``latency = elapsed / (messages received by both sides)``,
+i.e. RTT / 2.
+
+What is simulated, per host (the client X7 box and the server, both running
+the kernel under test):
+
+* **The NIC** (:class:`NicParams`): an IPoIB datagram-mode interface on a
+  ConnectX-3 (mlx4) at 4X QDR.  A message of ``S`` bytes is
+  ``ceil(S / MSS)`` packets, ``wire_ns`` apart.  NAPI: the hard IRQ schedules
+  the poll; the poll drains the receive CQ and re-arms the interrupt when it
+  is empty.  IPoIB sets no CQ moderation by default, so the packets per
+  interrupt follow from the race between the two: while the CPU takes
+  ``irq_ns`` for an interrupt, ``irq_ns / wire_ns`` more packets arrive, and
+  the poll gains ``wire_ns - rx_pkt_ns`` per packet, so a poll cycle covers
+  ``B = ceil(irq_ns / (wire_ns - rx_pkt_ns))`` packets (all of them if the
+  softirq cannot keep up with the wire).  Every interrupt goes through
+  add_interrupt_randomness() on the CPU that takes it.
+* **qperf** on the interrupted CPU (the client under ``numactl -m0 -N0`` on
+  node 0; we pin it to the CPU that takes the IPoIB interrupt, where the
+  scheduler's wake_affine puts a task woken by that CPU's softirq): a task
+  of the kernel core that blocks in read(), copies what the softirq
+  delivered, and writes the reply.
+* **The deferred mix** (kenv.drivers.random): kworker wakeups, timers and
+  the hard-IRQ mix run through the kernel core (try_to_wake_up, CFS wakeup
+  preemption, context switches, TIMER softirq at the tick).
+
+The regression mechanism (:class:`HostStackParams`): a kworker that runs on
+the CPU of the latency-critical path costs, mechanically, a wakeup, a context
+switch in, the mix, a context switch out (all from the kernel core with the
+platform's SchedCosts) -- a few microseconds, far too small on its own for
+~10% at one mix per 1024 interrupts.  What it does *afterwards* to the critical
+path was never measured publicly; kenv models it as a refill the next piece
+of receive work (the NET_RX softirq) and the next run of qperf each pay when
+a task other than qperf ran on their CPU since they last ran there
+(``resume_refill_ns``, fitted to the ~10% figure; see the platform file).
+The timer deferral runs the mix inside TIMER_SOFTIRQ at the next tick with no
+task switch, so nothing is refilled.  (A kworker wakeup that sets
+need_resched during NET_RX would also make __do_softirq() hand pending work
+to ksoftirqd, but on this NIC the softirq drains the CQ faster than the wire
+fills it, so no NET_RX work is pending at the restart check and the
+hand-off never happens; it is not modelled.)
+
+``schedule_work`` regresses as much as ``workqueue`` here, by the kernel
+core's CFS rules rather than by a constant of its own: a kworker woken after
+a sleep is placed ``sched_latency / 2`` (12 ms with 8+ CPUs) behind
+``min_vruntime`` (GENTLE_FAIR_SLEEPERS), more than the wakeup granularity of a
+nice-0 wakee (4 ms), so the nice-0 kworker preempts qperf just as the nice -20
+one does (on PREEMPT_VOLUNTARY both at qperf's next preemption point), and
+either way a task other than qperf has run on the CPU.
+
+Speed: the message stream is *aggregated*.  Each message is a handful of
+kernel events (the first and last interrupt of its NAPI stream, its copy and
+its reply).  The CPU time of the interrupts in between is charged with the
+first one (the softirq keeps up with the wire, so only the last batch is on
+the critical path); they are counted in bulk, with the mix rules evaluated at
+each one's own arrival time: the interrupt that triggers a mix becomes an
+event of its own, and a deferred mix first counts every interrupt that has
+arrived so that it credits them.  Between rare events (a mix trigger, a pending mix timer, a
+kworker, a refill owed) whole round trips are skipped arithmetically: the
+steady round trip is measured in detail once per size, and a fast-forward
+adds ``k`` times its effect (time, interrupts counted, CPU time and vruntime
+of qperf) in one step, where ``k`` is computed from the fast pool state so
+that the next mix trigger falls in the first round trip simulated in detail
+again.  ``mode="exact"`` turns the fast-forward off (every round trip is
+simulated); the test and the benchmark check that both modes give the same
+figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..drivers.random import MIX_INFLIGHT
+from ..errors import ConfigError
+from ..kernel.core import BLOCK, Kernel, Run, Task, TaskBody
+from ..sim.engine import Engine
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..drivers.random import IrqRandomness
+    from ..platforms.base import Platform
+
+#: IPv4 (20) + TCP (20) + TCP timestamps option (12): MSS = MTU - 52.
+TCP_IP_HEADER_BYTES = 52
+QPERF_MODES = ("aggregated", "exact")
+
+
+@dataclass(frozen=True)
+class NicParams:
+    """An IPoIB interface: link, encapsulation and the receive path's CPU costs."""
+
+    name: str
+    data_rate_gbps: float      # link data rate after line coding
+    ipoib_mtu: int             # interface MTU (datagram mode: IB MTU - 4)
+    ib_overhead_bytes: int     # per packet on the wire besides the IPoIB payload
+    wire_latency_ns: int       # one way, first bit out of the sender HCA to the receiver's CQE
+    irq_ns: int                # one hard IRQ: entry/exit, EQ handler, napi_schedule, fast_mix
+    rx_pkt_ns: int             # NET_RX per packet: CQE, skb refill, GRO, ip_rcv, tcp_v4_rcv
+    source: str = ""
+
+    @property
+    def mss(self) -> int:
+        return self.ipoib_mtu - TCP_IP_HEADER_BYTES
+
+    @property
+    def wire_ns(self) -> float:
+        """Time one full packet occupies the link."""
+        return (self.ipoib_mtu + self.ib_overhead_bytes) * 8 / self.data_rate_gbps
+
+    def packets(self, size: int) -> int:
+        return -(-size // self.mss)
+
+    def napi_batch(self) -> int | None:
+        """Packets per interrupt once NAPI races the wire (None: the poll never empties)."""
+        gain = self.wire_ns - self.rx_pkt_ns
+        if gain <= 0:
+            return None
+        return max(1, math.ceil(self.irq_ns / gain))
+
+
+@dataclass(frozen=True)
+class HostStackParams:
+    """The host-side costs of one qperf message, and the fitted refill."""
+
+    send_syscall_ns: int       # write(): syscall, tcp_sendmsg() fixed part, tcp_push, xmit of the first skb
+    send_ns_per_kib: int       # tcp_sendmsg(): copy from user (LSO segments in the HCA)
+    recv_syscall_ns: int       # read(): syscall, lock_sock, tcp_recvmsg() fixed part, tcp_cleanup_rbuf
+    copy_ns_per_kib: int       # skb_copy_datagram_iter() to user
+    user_ns: int               # qperf's own loop between two syscalls (user mode)
+    resume_refill_ns: int      # FITTED: see the platform file
+    source: str = ""
+
+
+# ---------------------------------------------------------------------------
+# one message's interrupts
+# ---------------------------------------------------------------------------
+
+class RxMessage:
+    """The NAPI interrupt stream of one message arriving at one CPU.
+
+    Interrupt ``j`` (0-based) is taken when batch ``j`` is complete:
+    ``t0 + min((j + 1) * B, packets) * wire_ns``.
+    """
+
+    __slots__ = ("size", "t0", "batch", "packets", "n_irq", "wire_ns", "mss", "next_irq",
+                 "trigger_ev")
+
+    def __init__(self, size: int, t0: int, nic: NicParams):
+        self.size = size
+        self.t0 = t0
+        self.packets = nic.packets(size)
+        b = nic.napi_batch()
+        self.batch = self.packets if b is None else min(b, self.packets)
+        self.n_irq = -(-self.packets // self.batch)
+        self.wire_ns = nic.wire_ns
+        self.mss = nic.mss
+        self.next_irq = 0          # interrupts [0, next_irq) have been counted
+        self.trigger_ev = None
+
+    def irq_time(self, j: int) -> int:
+        return self.t0 + int(min((j + 1) * self.batch, self.packets) * self.wire_ns)
+
+    def batch_packets(self, j: int) -> int:
+        return min((j + 1) * self.batch, self.packets) - j * self.batch
+
+    def bytes_of(self, first: int, last: int) -> int:
+        """Payload bytes in batches ``first..last`` (inclusive): full-MSS
+        packets, the remainder in the last one."""
+        p0 = first * self.batch
+        p1 = min((last + 1) * self.batch, self.packets)
+        return min(self.size, p1 * self.mss) - min(self.size, p0 * self.mss)
+
+
+# ---------------------------------------------------------------------------
+# a host and a qperf endpoint on it
+# ---------------------------------------------------------------------------
+
+class QperfHost:
+    """One machine: a kernel, its random.c interrupt state, its qperf endpoints."""
+
+    def __init__(self, engine: Engine, platform: "Platform", role: str, *, random_factory,
+                 preempt: str, rng):
+        self.role = role
+        self.platform = platform
+        self.k = Kernel(engine, nr_cpus=platform.nr_cpus, hz=platform.hz, preempt=preempt,
+                        costs=platform.sched, rng=rng, name=role)
+        self.random: "IrqRandomness" = random_factory(self.k)
+        self.random.mix_hooks.append(self._on_mix)
+        self.random.pre_mix_hooks.append(self._before_mix)
+        self.endpoints: dict[int, "QperfEndpoint"] = {}
+
+    def boot_kworkers(self, cpu: int) -> None:
+        """The per-CPU kworkers of both system pools exist (and sleep) before
+        qperf starts, as on a booted machine."""
+        from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
+
+        get_pool(self.k, cpu, system_highpri_wq)
+        get_pool(self.k, cpu, system_wq)
+
+    def _before_mix(self, fp) -> None:
+        ep = self.endpoints.get(fp.cpu)
+        if ep is not None:
+            ep.sync_irqs()
+
+    def _on_mix(self, fp, context: str) -> None:
+        ep = self.endpoints.get(fp.cpu)
+        if ep is not None:
+            ep.on_mix(context)
+
+
+class QperfEndpoint:
+    """One qperf process (client or server) on one CPU of a host."""
+
+    def __init__(self, host: QperfHost, cpu: int, role: str, nic: NicParams,
+                 stack: HostStackParams, workload: "QperfTcpLat"):
+        self.host = host
+        self.k = host.k
+        self.cpu = cpu
+        self.role = role
+        self.nic = nic
+        self.stack = stack
+        self.wl = workload
+        self.peer: QperfEndpoint | None = None
+        self.rx: RxMessage | None = None
+        self.sock_avail = 0        # bytes delivered to the socket, not yet read
+        self.rx_done = 0           # bytes of the current message read so far
+        self.waiting = False       # blocked in read() (sk_wait_data)
+        self.cold_qperf = False    # a foreign task ran here since qperf last ran
+        self.cold_netrx = False    # ... since the NET_RX softirq last ran
+        self.refills = 0
+        self.disturb = 0           # rare-event counter: any change means "not steady"
+        self.msgs_received = 0
+        self.last_irq_t = 0        # time of the last interrupt counted
+        host.endpoints[cpu] = self
+        host.boot_kworkers(cpu)
+        self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
+
+    # ---------------------------------------------------------- receive side
+    def start_message(self, size: int, t0: int) -> None:
+        """The first packet of a message leaves the sender's HCA at ``t0 - wire_latency``."""
+        msg = RxMessage(size, t0, self.nic)
+        self.rx = msg
+        eng = self.k.engine
+        if msg.n_irq == 1:
+            eng.at(msg.irq_time(0), self._irq_single)
+        else:
+            eng.at(msg.irq_time(0), self._irq_first)
+            eng.at(msg.irq_time(msg.n_irq - 1), self._irq_last)
+
+    def _count_irqs_to(self, idx: int) -> bool:
+        """Count interrupts [next_irq, idx) in bulk and interrupt ``idx`` itself."""
+        msg = self.rx
+        rnd = self.host.random
+        n = idx - msg.next_irq
+        if n > 0:
+            rnd.add_interrupt_randomness_many(self.cpu, n, msg.irq_time(idx - 1))
+        msg.next_irq = idx + 1
+        self.last_irq_t = msg.irq_time(idx)
+        trig = rnd.add_interrupt_randomness(self.cpu)
+        if trig:
+            self.disturb += 1
+        return trig
+
+    def sync_irqs(self) -> None:
+        """Count, in bulk, the interrupts of the current message that have
+        arrived by now but are not yet counted (called before a deferred mix
+        reads ``count``, so that it credits them).  The first and the last
+        interrupt keep their own events."""
+        msg = self.rx
+        if msg is None or msg.next_irq == 0:
+            return
+        now = self.k.now
+        hi = msg.n_irq - 2                    # the last one has its own event
+        j = msg.next_irq - 1
+        while j + 1 <= hi and msg.irq_time(j + 1) <= now:
+            j += 1
+        n = j + 1 - msg.next_irq
+        if n > 0:
+            self.host.random.add_interrupt_randomness_many(self.cpu, n, msg.irq_time(j))
+            msg.next_irq = j + 1
+            self.last_irq_t = msg.irq_time(j)
+
+    def _plan_trigger(self) -> None:
+        """Make the next interrupt of the current message that will schedule a
+        mix (if any, and if it is not the last one, which has its own event)
+        an event of its own."""
+        msg = self.rx
+        if msg is None:
+            return
+        if msg.trigger_ev is not None:
+            msg.trigger_ev.cancel()
+            msg.trigger_ev = None
+        first = msg.next_irq
+        last = msg.n_irq - 1          # handled by _irq_last
+        n = last - first
+        if n <= 0:
+            return
+        j = self.host.random.first_trigger(self.cpu, n, lambda i: msg.irq_time(first + i))
+        if j is None:
+            return
+        msg.trigger_ev = self.k.engine.at(msg.irq_time(first + j), self._irq_trigger, first + j)
+
+    def _netrx_cost(self, packets: int, extra_irqs: int = 0) -> int:
+        cost = packets * self.nic.rx_pkt_ns + extra_irqs * self.nic.irq_ns
+        if self.cold_netrx:
+            self.cold_netrx = False
+            self.refills += 1
+            self.disturb += 1
+            cost += self.stack.resume_refill_ns
+        return cost
+
+    def _irq_single(self) -> None:
+        self.k.hardirq(self.cpu, self.nic.irq_ns, self._hardirq_single, name="mlx4-ib0")
+
+    def _hardirq_single(self) -> None:
+        msg = self.rx
+        self._count_irqs_to(0)
+        self.k.run_softirq(self.cpu, "NET_RX", self._netrx_cost(msg.packets), self._deliver,
+                           msg.size)
+
+    def _irq_first(self) -> None:
+        self.k.hardirq(self.cpu, self.nic.irq_ns, self._hardirq_first, name="mlx4-ib0")
+
+    def _hardirq_first(self) -> None:
+        msg = self.rx
+        self._count_irqs_to(0)
+        # NAPI polls of batches 0 .. n-2, and the hard IRQs of 1 .. n-2: the
+        # receive keeps up with the wire, so only the last batch is on the
+        # critical path; the CPU time of the others is charged here, each
+        # interrupt is still counted at its own time.
+        last = msg.n_irq - 1
+        pk = msg.batch * last
+        self.k.run_softirq(self.cpu, "NET_RX", self._netrx_cost(pk, last - 1), self._deliver,
+                           msg.bytes_of(0, last - 1))
+        self._plan_trigger()
+
+    def _irq_trigger(self, idx: int) -> None:
+        """A middle interrupt that schedules a mix (its CPU time is in the lump)."""
+        msg = self.rx
+        msg.trigger_ev = None
+        if msg.next_irq > idx:
+            return
+        self.k.hardirq(self.cpu, 0, self._hardirq_trigger, idx, name="mlx4-ib0")
+
+    def _hardirq_trigger(self, idx: int) -> None:
+        self._count_irqs_to(idx)
+        self._plan_trigger()
+
+    def _irq_last(self) -> None:
+        self.k.hardirq(self.cpu, self.nic.irq_ns, self._hardirq_last, name="mlx4-ib0")
+
+    def _hardirq_last(self) -> None:
+        msg = self.rx
+        if msg.trigger_ev is not None:
+            msg.trigger_ev.cancel()
+            msg.trigger_ev = None
+        last = msg.n_irq - 1
+        self._count_irqs_to(last)
+        self.k.run_softirq(self.cpu, "NET_RX", self._netrx_cost(msg.batch_packets(last)),
+                           self._deliver, msg.bytes_of(last, last))
+
+    def _deliver(self, nbytes: int) -> None:
+        """tcp_data_queue() -> sk_data_ready(): wake the reader."""
+        self.sock_avail += nbytes
+        if self.waiting:
+            self.waiting = False
+            self.k.wake_up_process(self.task)
+
+    def on_mix(self, context: str) -> None:
+        self.disturb += 1
+        if context == "kworker":
+            # a task other than qperf ran on this CPU
+            self.cold_qperf = True
+            self.cold_netrx = True
+        self._plan_trigger()
+
+    # --------------------------------------------------------------- qperf
+    def _run_cost(self, ns: int) -> int:
+        if self.cold_qperf:
+            self.cold_qperf = False
+            self.refills += 1
+            self.disturb += 1
+            ns += self.stack.resume_refill_ns
+        return ns
+
+    def _recv_message(self, task: Task) -> TaskBody:
+        """qperf's recv_full(): read() until the whole message is in."""
+        st = self.stack
+        while True:
+            while self.sock_avail == 0:
+                self.waiting = True
+                yield BLOCK
+            take = self.sock_avail
+            self.sock_avail = 0
+            yield Run(self._run_cost(st.recv_syscall_ns + take * st.copy_ns_per_kib // 1024))
+            self.rx_done += take
+            if self.rx is not None and self.rx_done >= self.rx.size:
+                size = self.rx.size
+                self.rx_done = 0
+                self.msgs_received += 1
+                self.rx = None
+                return size
+            yield Run(st.user_ns, user=True)
+
+    def _send_message(self, task: Task, size: int) -> TaskBody:
+        st = self.stack
+        yield Run(self._run_cost(st.send_syscall_ns + size * st.send_ns_per_kib // 1024))
+        self.peer.start_message(size, self.k.now + self.nic.wire_latency_ns)
+
+    def _body(self, task: Task) -> TaskBody:
+        if self.role == "server":
+            while True:
+                size = yield from self._recv_message(task)
+                yield Run(self.stack.user_ns, user=True)
+                yield from self._send_message(task, size)
+        else:
+            yield from self.wl.client_body(self, task)
+
+
+# ---------------------------------------------------------------------------
+# the experiment driver: sizes, fast-forward, statistics
+# ---------------------------------------------------------------------------
+
+@dataclass
+class SizeStats:
+    msg_size: int
+    elapsed_ns: int = 0
+    round_trips: int = 0
+    latency_ns: float = 0.0
+    mixes_client: int = 0
+    irqs_client: int = 0
+    detailed_round_trips: int = 0
+    jumps: int = 0
+
+
+@dataclass
+class _Snap:
+    t: int
+    state: tuple
+    irqs: tuple
+    disturb: int
+
+
+class QperfPair:
+    """One qperf client on host A and its server on host B, CPU ``cpu`` on both."""
+
+    def __init__(self, wl: "QperfTcpLat", cpu: int):
+        self.wl = wl
+        self.cpu = cpu
+        self.client = QperfEndpoint(wl.hosts[0], cpu, "client", wl.nic, wl.stack, wl)
+        self.server = QperfEndpoint(wl.hosts[1], cpu, "server", wl.nic, wl.stack, wl)
+        self.client.peer = self.server
+        self.server.peer = self.client
+        self.t_end = 0
+        self.t_first = 0
+        self.done = True
+        self.rts = 0
+        self.detailed = 0
+        self.jumps = 0
+        self.prev: _Snap | None = None
+        self.steady: tuple | None = None     # (rtt, state deltas, irqs per rt, last-irq offsets)
+        self.candidate: tuple | None = None
+        self._min_vr_after_jump: int | None = None
+
+    # state of both hosts that the fast-forward must carry
+    def _state(self) -> tuple:
+        out = []
+        for ep in (self.client, self.server):
+            t = ep.task
+            rq = ep.k.cpus[ep.cpu]
+            out.append((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, rq.nr_switches,
+                        rq.busy_ns, rq.min_vruntime))
+        return tuple(out)
+
+    def _irqs(self) -> tuple:
+        return tuple(ep.host.random.fast_pool(ep.cpu).irqs for ep in (self.client, self.server))
+
+    def _disturb(self) -> int:
+        return self.client.disturb + self.server.disturb
+
+    def _clean(self) -> bool:
+        """No rare event pending: nothing but qperf runnable, no refill owed,
+        no interrupt left to count, no mix in a kworker pending."""
+        for ep in (self.client, self.server):
+            rq = ep.k.cpus[ep.cpu]
+            if rq.cfs_queue or rq.rt_queue or ep.cold_qperf or ep.cold_netrx:
+                return False
+            if ep.rx is not None or ep.sock_avail:
+                return False
+            cur = rq.curr
+            if cur is not None and cur is not ep.task:
+                return False
+            if rq.irq_until > ep.k.now:
+                return False
+            fp = ep.host.random.fast_pool(ep.cpu)
+            if fp.count & MIX_INFLIGHT and ep.host.random.deferral in ("workqueue", "schedule_work",
+                                                                      "hardirq"):
+                return False
+        return self.server.waiting
+
+    def boundary(self, t: int) -> int:
+        """At the top of the client loop: record, and return how many round
+        trips can be skipped (0: simulate the next one in detail).
+
+        The steady round trip is measured once per size: two consecutive
+        round trips that start and end clean, without a rare event, and
+        agree in every recorded delta.  After that, any boundary at which the
+        state is clean may be followed by a fast-forward: from a clean state
+        the next round trips are the steady one (the model is deterministic
+        between rare events), and the exact mode checks it.
+        """
+        clean = self._clean()
+        snap = _Snap(t, self._state(), self._irqs(), self._disturb() if clean else -1)
+        prev = self.prev
+        self.prev = snap
+        if not clean:
+            return 0
+        if self.steady is None:
+            if prev is None or prev.disturb < 0 or prev.disturb != snap.disturb:
+                self.candidate = None
+                return 0
+            rtt = t - prev.t
+            deltas = tuple(tuple(b - a for a, b in zip(s0, s1))
+                           for s0, s1 in zip(prev.state, snap.state))
+            dirq = tuple(b - a for a, b in zip(prev.irqs, snap.irqs))
+            offs = (self.client.last_irq_t - prev.t, self.server.last_irq_t - prev.t)
+            rec = (rtt, deltas, dirq, offs)
+            if self.candidate != rec:
+                self.candidate = rec
+                return 0
+            self.steady = rec
+        if not self.wl.fast_forward:
+            return 0
+        return self._plan_jump(t)
+
+    def _plan_jump(self, t: int) -> int:
+        rtt, deltas, dirq, offs = self.steady
+        # rounds that still start before t_end
+        k = -(-(self.t_end - t) // rtt)
+        for ep, n, off in zip((self.client, self.server), dirq, offs):
+            if n <= 0:
+                continue
+            rnd = ep.host.random
+            fp = rnd.fast_pool(ep.cpu)
+            if not fp.count & MIX_INFLIGHT:
+                k = min(k, (rnd.threshold - 1 - fp.count) // n)
+                x = ep.k.tick_time(fp.last + ep.k.HZ + 1) - t - off
+                k = min(k, max(0, -(-x // rtt)))
+            mix = fp.mix
+            ev = getattr(mix, "_event", None)
+            if ev is not None and ev.pending:
+                # a pending mix timer: stop before the round trip it fires in
+                k = min(k, max(0, (ev.time - t) // rtt))
+        return max(0, k)
+
+    def jump(self, task: Task, t: int, k: int) -> TaskBody:
+        """Skip ``k`` steady round trips: block until they would have ended."""
+        rtt = self.steady[0]
+        costs = self.client.k.costs
+        t_resume = t + k * rtt
+        self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
+                                self._jump_end, k, t)
+        self.jumps += 1
+        yield BLOCK
+        # the jump's own block/wake moved min_vruntime; put back what k
+        # steady round trips would have left
+        mv = self._min_vr_after_jump
+        if mv is not None:
+            self.client.k.cpus[self.cpu].min_vruntime = mv
+            self._min_vr_after_jump = None
+
+    def _jump_end(self, k: int, t: int) -> None:
+        rtt, deltas, dirq, offs = self.steady
+        for ep, d, n, off in zip((self.client, self.server), deltas, dirq, offs):
+            if n:
+                ep.host.random.add_interrupt_randomness_many(ep.cpu, k * n, t + (k - 1) * rtt + off)
+                ep.last_irq_t = t + (k - 1) * rtt + off
+            task = ep.task
+            rq = ep.k.cpus[ep.cpu]
+            task.vruntime += k * d[0]
+            task.sum_exec_runtime += k * d[1]
+            task.nvcsw += k * d[2]
+            task.nivcsw += k * d[3]
+            rq.nr_switches += k * d[4]
+            rq.busy_ns += k * d[5]
+            rq.min_vruntime += k * d[6]
+            ep.msgs_received += k
+        cl = self.client
+        crq = cl.k.cpus[cl.cpu]
+        # the jump's own BLOCK and switch-in are not round trips
+        cl.task.nvcsw -= 1
+        crq.nr_switches -= 1
+        self._min_vr_after_jump = crq.min_vruntime
+        self.rts += k
+        self.prev = None
+        cl.k.wake_up_process(cl.task)
+
+
+class QperfTcpLat:
+    """The seed's qperf run on two hosts: ``pairs`` client/server pairs, one size at a time.
+
+    ``random_factory(kernel)`` builds each host's :class:`IrqRandomness`.
+    """
+
+    def __init__(self, platform: "Platform", *, random_factory, preempt: str, rng,
+                 instances: int = 1, mode: str = "aggregated"):
+        if mode not in QPERF_MODES:
+            raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
+        if platform.nic is None or "qperf_host" not in platform.extra:
+            raise ConfigError("platform", platform.name, "a platform with an IPoIB NIC (x86-ib40g)")
+        self.platform = platform
+        self.nic: NicParams = platform.nic
+        self.stack: HostStackParams = platform.extra["qperf_host"]
+        self.rng = rng
+        self.fast_forward = mode == "aggregated"
+        self.engine = Engine()
+        self.hosts = [QperfHost(self.engine, platform, role, random_factory=random_factory,
+                                preempt=preempt, rng=rng) for role in ("client", "server")]
+        self.size = 0
+        self.pairs = [QperfPair(self, cpu) for cpu in range(instances)]
+        # let the endpoints reach their first read()/wait
+        self.engine.run(stop=lambda: all(p.client.task.state == "S" and p.server.waiting
+                                         for p in self.pairs))
+
+    # the client loop lives here because it needs the pair
+    def client_body(self, ep: QperfEndpoint, task: Task) -> TaskBody:
+        pair = next(p for p in self.pairs if p.client is ep)
+        while True:
+            yield BLOCK                      # until run_size() starts us
+            size = self.size
+            t0 = ep.k.now
+            pair.t_first = t0
+            pair.prev = None
+            pair.steady = None
+            pair.candidate = None
+            rts0 = pair.rts
+            while True:
+                t = ep.k.now
+                if t >= pair.t_end:
+                    break
+                k = pair.boundary(t)
+                if k > 0:
+                    yield from pair.jump(task, t, k)
+                    continue
+                pair.detailed += 1
+                yield from ep._send_message(task, size)
+                yield from ep._recv_message(task)
+                pair.rts += 1
+                yield Run(ep.stack.user_ns, user=True)
+            pair.elapsed = ep.k.now - t0
+            pair.size_rts = pair.rts - rts0
+            pair.done = True
+
+    def run_size(self, size: int, time_ns: int) -> list[SizeStats]:
+        """Run all pairs at ``size`` for ``time_ns`` each; return per-pair stats."""
+        self.size = size
+        eng = self.engine
+        out = []
+        starts = []
+        for p in self.pairs:
+            fp = p.client.host.random.fast_pool(p.cpu)
+            starts.append((fp.mixes, fp.irqs, p.detailed, p.jumps))
+            # qperf's per-size negotiation lands at an arbitrary phase of the tick
+            t0 = eng.now + 1 + int(self.rng.integers(0, p.client.k.TICK_NSEC))
+            p.t_end = t0 + time_ns
+            p.done = False
+            eng.at(t0, p.client.k.wake_up_process, p.client.task)
+        eng.run(stop=lambda: all(p.done for p in self.pairs))
+        for p, (m0, i0, d0, j0) in zip(self.pairs, starts):
+            fp = p.client.host.random.fast_pool(p.cpu)
+            st = SizeStats(size, p.elapsed, p.size_rts)
+            st.latency_ns = p.elapsed / (2 * p.size_rts) if p.size_rts else float("nan")
+            st.mixes_client = fp.mixes - m0
+            st.irqs_client = fp.irqs - i0
+            st.detailed_round_trips = p.detailed - d0
+            st.jumps = p.jumps - j0
+            out.append(st)
+        return out
+
+
+def parse_size(text: str) -> int:
+    """qperf size syntax: ``4K`` = 4096, ``1M`` = 1048576, plain bytes otherwise."""
+    t = text.strip().upper()
+    mult = 1
+    if t.endswith("K"):
+        mult, t = 1024, t[:-1]
+    elif t.endswith("M"):
+        mult, t = 1024 * 1024, t[:-1]
+    if not t.isdigit():
+        raise ValueError(text)
+    return int(t) * mult
+
+
+def parse_sizes(spec: str) -> list[int]:
+    """``"4K:1024K"`` -> 4K, 8K, ... 1024K (qperf's ``msg_size:4K:1024K:*2``);
+    ``"64K"`` -> [64K]; ``"4K:1024K:*4"`` multiplies by 4."""
+    allowed = "SIZE or START:END[:*F] with K/M suffixes, e.g. 4K:1024K (x2 steps), 1 B .. 64M"
+    if not isinstance(spec, str):
+        raise ConfigError("sizes", spec, allowed)
+    parts = spec.split(":")
+    try:
+        if len(parts) == 1:
+            sizes = [parse_size(parts[0])]
+        elif len(parts) in (2, 3):
+            lo, hi = parse_size(parts[0]), parse_size(parts[1])
+            factor = 2
+            if len(parts) == 3:
+                f = parts[2].strip()
+                if not f.startswith("*") or not f[1:].isdigit() or int(f[1:]) < 2:
+                    raise ValueError(f)
+                factor = int(f[1:])
+            if lo <= 0 or hi < lo:
+                raise ValueError(spec)
+            sizes = []
+            s = lo
+            while s <= hi:
+                sizes.append(s)
+                s *= factor
+        else:
+            raise ValueError(spec)
+    except ValueError:
+        raise ConfigError("sizes", spec, allowed) from None
+    if not sizes or sizes[0] <= 0 or sizes[-1] > 64 * 1024 * 1024:
+        raise ConfigError("sizes", spec, allowed)
+    return sizes
+
+
+def format_size(n: int) -> str:
+    if n % (1024 * 1024) == 0:
+        return f"{n // (1024 * 1024)} MiB"
+    if n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    return f"{n} bytes"
+
+
+__all__ = [
+    "HostStackParams", "NicParams", "QperfEndpoint", "QperfHost", "QperfPair", "QperfTcpLat",
+    "RxMessage", "SizeStats", "format_size", "parse_size", "parse_sizes",
+]
