@@ -224,3 +224,25 @@ def test_hwrng_throughput_profile_prefers_spinning_on_an_idle_board():
                            scenario={"platform": "rpi3bplus", "preempt": "platform"})
     (rets,) = oracle.returns.values()
     assert max(rets, key=lambda a: np.mean(rets[a])) == "cpu_relax"
+
+
+def test_a_kernel_bug_ends_the_episode_and_info_says_so():
+    env = gym.make("kenv/RandomMix-v0", actions=["workqueue", "timer", "hardirq"])
+    env.reset(seed=0, options={"scenario": {"preempt": "rt"}})
+    _, r, term, trunc, info = env.step(2)   # hardirq: spin_lock in hard IRQ on PREEMPT_RT
+    assert term and not trunc
+    assert info["reward_components"]["bug"] >= 1 and r < 0
+    assert any("sleeping function called from invalid context" in b for b in info["bugs"])
+    env.reset(seed=0, options={"scenario": {"preempt": "voluntary"}})
+    _, _, term, _, info = env.step(2)
+    assert not term and info["bugs"] == []
+
+
+def test_randommix_timer_beats_workqueue_on_latency_every_size():
+    env = gym.make("kenv/RandomMix-v0")
+    for size in ("4K", "1024K"):
+        lat = {}
+        for a, name in enumerate(env.unwrapped.actions):
+            env.reset(seed=1, options={"scenario": {"msg_size": size, "preempt": "platform"}})
+            lat[name] = sum(env.step(a)[4]["reward_components"]["latency"] for _ in range(20))
+        assert lat["timer"] < 0.2 * lat["workqueue"], (size, lat)

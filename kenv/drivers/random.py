@@ -309,9 +309,21 @@ class IrqRandomness:
             best = lo
         return best
 
+    def set_deferral(self, deferral: str) -> None:
+        """Change the strategy (an environment decides it per step).  A mix
+        already in flight completes the way it was scheduled; the next one
+        uses the new strategy."""
+        self.deferral = check_deferral(deferral)
+
     def _schedule_mix(self, fp: fast_pool) -> None:
         k = self.k
         d = self.deferral
+        from ..kernel.timer import timer_list
+        from ..kernel.workqueue import work_struct
+
+        want = work_struct if d in ("workqueue", "schedule_work") else timer_list if d == "timer" else None
+        if want is not None and not isinstance(fp.mix, want):
+            self._init_mix(fp)  # the strategy changed since this pool's last mix
         if d == "workqueue":
             from ..kernel.workqueue import queue_work_on, system_highpri_wq
             queue_work_on(k, fp.cpu, system_highpri_wq, fp.mix)

@@ -6,6 +6,7 @@ import gymnasium as gym
 
 ENVS = [
     # id, entry point, max_episode_steps
+    ("kenv/RandomMix-v0", "kenv.envs.random_mix:RandomMixEnv", 32),
     ("kenv/HwrngWait-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
     ("kenv/Raid6Bench-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
 ]

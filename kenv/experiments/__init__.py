@@ -22,9 +22,9 @@ from types import ModuleType
 
 #: experiment name -> module, in the order ``kenv reproduce`` runs them
 _MODULES = {
+    "qperf-tcp-lat": "qperf_tcp_lat",
     "hwrng-dd": "hwrng_dd",
     "raid6-cyclictest": "raid6_cyclictest",
-    "qperf-tcp-lat": "qperf_tcp_lat",
 }
 
 

@@ -26,8 +26,9 @@ class ReproduceResult:
                           f"  {'figure':<56} {'simulated':>12} {'published':>12} {'rel.err':>8}  {'band':<17} unit"]
             band = "" if r.low is None else f"[{r.low:g}, {r.high:g}]" + (
                 " ok" if r.low <= r.simulated <= r.high else " OUT")
+            rel = f"{r.rel_error:>+8.1%}" if r.published else f"{'-':>8}"
             lines.append(f"  {r.figure:<56} {r.simulated:>12.6g} {r.published:>12.6g} "
-                         f"{r.rel_error:>+8.1%}  {band:<17} {r.unit}")
+                         f"{rel}  {band:<17} {r.unit}")
             if r.note:
                 lines.append(f"  {'':<56}   note: {r.note}")
         lines.append(f"\n({len(self.rows)} figures, {self.wall_s:.1f} s wall)")

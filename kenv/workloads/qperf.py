@@ -465,6 +465,7 @@ class QperfPair:
         self.jumps = 0
         self.prev: _Snap | None = None
         self.steady: tuple | None = None     # (rtt, state deltas, irqs per rt, last-irq offsets)
+        self.steady_size: int | None = None  # the message size ``steady`` was measured at
         self.candidate: tuple | None = None
         self._min_vr_after_jump: int | None = None
 
@@ -637,7 +638,11 @@ class QperfTcpLat:
             t0 = ep.k.now
             pair.t_first = t0
             pair.prev = None
-            pair.steady = None
+            if pair.steady_size != size:
+                # the steady round trip is a property of the size: measure it
+                # again only when the size changes
+                pair.steady = None
+                pair.steady_size = size
             pair.candidate = None
             rts0 = pair.rts
             while True:

@@ -1,0 +1,198 @@
+"""kenv/RandomMix-v0: where random.c runs the fast-pool mix, under qperf tcp_lat."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from ..drivers.random import IrqRandomness
+from ..kernel.core import PREEMPT_MODELS
+from ..kernel.jiffies import ALLOWED_HZ
+from ..platforms import get_platform
+from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
+from ..workloads.qperf import QperfTcpLat, format_size, parse_size
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features
+
+SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
+
+
+class _RandomMixEpisode:
+    """Two hosts booted, one qperf client/server pair ping-ponging at one message size."""
+
+    def __init__(self, scenario: dict, rng: np.random.Generator):
+        plat = get_platform(scenario["platform"])
+        preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
+        if scenario["hz"] != "platform":
+            plat = dataclasses.replace(plat, hz=int(scenario["hz"]))
+        self.plat, self.preempt, self.hz = plat, preempt, plat.hz
+        self.size = parse_size(str(scenario["msg_size"]))
+        self.threshold = int(scenario["threshold"])
+        self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
+        self.randoms: list[IrqRandomness] = []
+
+        def factory(k):
+            r = IrqRandomness(k, deferral="timer", threshold=self.threshold,
+                              params=plat.extra["random"], long_bits=plat.long_bits)
+            self.randoms.append(r)
+            return r
+
+        self.wl = QperfTcpLat(plat, random_factory=factory, preempt=preempt, rng=rng, instances=1)
+        self.clean_rtt_ns: int | None = None
+        self.last = [0.0, 0.0, 0.0]
+
+    @property
+    def now_s(self) -> float:
+        return self.wl.engine.now / NSEC_PER_SEC
+
+    def _bits(self) -> int:
+        return sum(r.input_pool.init_bits for r in self.randoms)
+
+    def _bugs(self) -> int:
+        return sum(len(h.k.bugs) for h in self.wl.hosts)
+
+    def step(self, deferral: str) -> dict:
+        for r in self.randoms:
+            r.set_deferral(deferral)
+        bits0, bugs0 = self._bits(), self._bugs()
+        mixes0 = sum(r.totals()["mixes"] for r in self.randoms)
+        t0 = self.wl.engine.now
+        (st,) = self.wl.run_size(self.size, self.step_ns)
+        pair = self.wl.pairs[0]
+        if pair.steady is not None:
+            # the undisturbed round trip (no rare event in it) of this size
+            self.clean_rtt_ns = pair.steady[0]
+        lat_ns = st.latency_ns
+        clean_ns = self.clean_rtt_ns / 2 if self.clean_rtt_ns else lat_ns
+        regression = max(0.0, lat_ns / clean_ns - 1.0) if clean_ns else 0.0
+        bits = self._bits() - bits0
+        bugs = self._bugs() - bugs0
+        n_hosts = len(self.randoms)
+        self.last = [min(1.0, regression * 5.0), min(1.0, self._bits() / (256.0 * n_hosts)),
+                     float(bugs > 0)]
+        return {
+            "entropy": bits / (256.0 * n_hosts),
+            "throughput": clean_ns / lat_ns if lat_ns else 0.0,
+            "latency": regression,
+            "bug": float(bugs),
+            "terminated": bugs > 0,
+            "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
+                    "round_trips": st.round_trips, "bits_credited": bits,
+                    "mixes": sum(r.totals()["mixes"] for r in self.randoms) - mixes0,
+                    "step_sim_s": (self.wl.engine.now - t0) / NSEC_PER_SEC},
+        }
+
+    def observation(self) -> list[float]:
+        return (kernel_config_features(self.preempt, self.hz)
+                + [np.log2(self.size / 4096) / 8.0, float(self.threshold == 64)]
+                + self.last)
+
+    def info(self) -> dict:
+        pools = [r.input_pool for r in self.randoms]
+        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
+                "msg_size": format_size(self.size), "sim_time_s": self.now_s,
+                "crng_init": [p.crng_init for p in pools],
+                "bits_credited_total": [p.init_bits for p in pools],
+                "crng_ready_s": [None if p.ready_ns is None else p.ready_ns / NSEC_PER_SEC for p in pools],
+                "bugs": [b for h in self.wl.hosts for b in h.k.bugs],
+                "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for h in self.wl.hosts for s in h.k.rcu_stalls]}
+
+
+class RandomMixEnv(KenvEnv):
+    """
+    ## Description
+
+    Every device interrupt feeds a per-CPU ``fast_pool`` in random.c
+    (``add_interrupt_randomness()``); after 1024 interrupts, or a second, the
+    pool is mixed into the input pool and entropy is credited toward crng
+    READY.  Where that mix runs is the decision: in the hard IRQ (the
+    original; a BUG on PREEMPT_RT), in a high-priority kworker
+    (``queue_work_on``, 58340f8e952b: a ~10% qperf ``tcp_lat`` regression on
+    40 Gb/s IPoIB), or from the next timer tick (the patch, 748bc4dd9e66).
+    Two simulated x86-ib40g hosts run a qperf ``tcp_lat`` ping-pong; their
+    NIC interrupts feed the fast pools; each step is a slice of that run.
+
+    ## Action Space
+
+    ``Discrete(n)`` over the deferral of ``mix_interrupt_randomness``.
+    Default: ``0: workqueue`` (before the patch), ``1: timer`` (the patch).
+    ``actions=`` may add ``schedule_work`` (normal-priority system queue) and
+    ``hardirq`` (the original).
+
+    ## Observation Space
+
+    ``Box(float32)``:
+
+    | index | meaning | min | max |
+    |---|---|---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 |
+    | 4 | HZ / 1000 | 0 | 1 |
+    | 5 | log2(msg_size / 4 KiB) / 8 | 0 | 1 |
+    | 6 | mix threshold is 64 (before 534d2eaf1970) | 0 | 1 |
+    | 7 | previous step's tcp_lat regression x 5 (capped at 1) | 0 | 1 |
+    | 8 | crng progress: credited bits / 256, mean over both hosts | 0 | 1 |
+    | 9 | the previous step hit a kernel BUG | 0 | 1 |
+    | 10.. | previous action one-hot (all zero after reset) | 0 | 1 |
+
+    ## Rewards
+
+    Per step: ``latency`` = the step's mean tcp_lat / the undisturbed
+    latency of that size - 1 (0.10 = 10% worse); ``throughput`` = messages
+    completed / messages an undisturbed run completes; ``entropy`` = bits
+    credited on both hosts / (256 x 2); ``bug`` = kernel BUGs ("sleeping
+    function called from invalid context").  ``rcu_stall`` and ``spin`` are 0.
+
+    ## Starting State
+
+    Both hosts booted, crng empty, qperf connected; a scenario is drawn from
+    ``configs/scenarios/randommix.yaml`` (preemption model, HZ, message size,
+    mix threshold).
+
+    ## Episode End
+
+    Terminated on a kernel BUG (with its penalty); truncated at 32 steps by
+    the TimeLimit.
+
+    ## Arguments
+
+    ``gym.make("kenv/RandomMix-v0", actions=None, scenario=None,
+    profile="balanced", reward_weights=None, render_mode=None)``; scenario
+    fields: ``platform``, ``preempt``, ``hz``, ``msg_size``, ``threshold``,
+    ``step_ms``.
+
+    ## Version History
+
+    * v0: initial version.
+
+    ## References
+
+    * seed 000: 748bc4dd9e66 "random: use expired per-cpu timer rather than wq
+      for mixing fast pool" (Jason A. Donenfeld), reported by Sherry Yang.
+    * 58340f8e952b "random: defer fast pool mixing to worker";
+      534d2eaf1970 "random: do crng pre-init loading in worker rather than irq".
+    """
+
+    ENV_ID: ClassVar[str] = "kenv/RandomMix-v0"
+    DEFAULT_ACTIONS = ("workqueue", "timer")
+    EXTENDED_ACTIONS = ("schedule_work", "hardirq")
+    ORIGINAL = "hardirq"
+    PRE_PATCH = "workqueue"
+    PATCHED = "timer"
+    DEFAULT_SCENARIO = "randommix"
+    SCENARIO_FIELDS = {
+        "platform": ("x86-ib40g",),
+        "preempt": ("platform",) + PREEMPT_MODELS,
+        "hz": ("platform",) + ALLOWED_HZ,
+        "msg_size": SIZES,
+        "threshold": (1024, 64),
+        "step_ms": (5, 10, 20, 50, 100),
+    }
+    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+        ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
+        ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
+    ]
+
+    def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _RandomMixEpisode:
+        return _RandomMixEpisode(scenario, rng)
+
