@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import kenv  # noqa: F401  (registers the ids)
-from agents.baselines import build_oracle, make_policy
-from agents.evaluate import ci95, evaluate_policy
+from agents.baselines import build_oracle
+from agents.evaluate import ci95
 from kenv.envs.registration import ENVS
 from kenv.errors import ConfigError
 
@@ -187,7 +187,8 @@ def _ranking(env_id, profile, episodes, **kw):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_balanced_oracle_picks_the_patch_wherever_the_choice_matters(env_id):
-    env, oracle = _ranking(env_id, "balanced", episodes=5)
+    # Kernel-v0 has 12 static actions per context and slow cpu_relax steps: fewer episodes
+    env, oracle = _ranking(env_id, "balanced", episodes=2 if env_id == "kenv/Kernel-v0" else 5)
     base = env.unwrapped
     patched = base.action_label(base.action_for(base.PATCHED))
     mattered = 0

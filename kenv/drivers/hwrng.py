@@ -430,7 +430,8 @@ class HwrngCore:
         return sum(self.bytes_to_user.values()) + self.bytes_to_pool + self.data_avail
 
 
-def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_bytes: int) -> HwrngCore:
+def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_bytes: int,
+                   kthread_cpus=None) -> HwrngCore:
     """hwrng_register() -> hwrng_init(): init the rng, set its quality, start "hwrng".
 
     ``hwrng_init()`` calls ``rng->init`` (:meth:`Bcm2835Rng.bcm2835_rng_init`),
@@ -443,14 +444,16 @@ def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_byte
         rng.quality = HWRNG_DEFAULT_QUALITY
     core = HwrngCore(k, rng, pool, rng_buffer_size(smp_cache_bytes))
     if rng.quality:
-        core.hwrng_fill = k.kthread_run(lambda task: hwrng_fillfn(task, core), "hwrng")
+        # kthread_cpus: the kthread's affinity (``taskset``); None = any CPU
+        core.hwrng_fill = k.kthread_run(lambda task: hwrng_fillfn(task, core), "hwrng",
+                                        cpus_allowed=kthread_cpus)
     return core
 
 
 def bcm2835_rng_probe(k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy,
-                      pool: InputPool, smp_cache_bytes: int) -> HwrngCore:
+                      pool: InputPool, smp_cache_bytes: int, kthread_cpus=None) -> HwrngCore:
     """bcm2835_rng_probe(): map the block and ``devm_hwrng_register()`` it."""
-    return hwrng_register(k, Bcm2835Rng(k, params, wait), pool, smp_cache_bytes)
+    return hwrng_register(k, Bcm2835Rng(k, params, wait), pool, smp_cache_bytes, kthread_cpus)
 
 
 def rng_get_data(task: Task, core: HwrngCore, size: int, wait: bool) -> TaskBody:

@@ -75,7 +75,7 @@ class KenvEnv(gym.Env):
         self.actions = self._check_actions(actions)
         self.profile = load_profile(profile, reward_weights)
         self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario)
-        self.action_space = spaces.Discrete(len(self.actions))
+        self.action_space = self._make_action_space()
         self.obs_rows = self.observation_rows(self.actions)
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
@@ -96,6 +96,12 @@ class KenvEnv(gym.Env):
         return list(cls.OBS_ROWS) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
 
     # --------------------------------------------------------------- actions
+    def _make_action_space(self) -> spaces.Space:
+        return spaces.Discrete(len(self.actions))
+
+    def _prev_action_features(self) -> list[float]:
+        return one_hot(-1 if self._last_action is None else self._last_action, len(self.actions))
+
     def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:
         if actions is None:
             return tuple(self.DEFAULT_ACTIONS)
@@ -193,7 +199,7 @@ class KenvEnv(gym.Env):
     def _render_ansi(self) -> str:
         if self._last is None:
             return f"{self.ENV_ID} scenario={self._scenario}\n"
-        a = self.actions[self._last_action] if self._last_action is not None else "-"
+        a = self.action_label(self._last_action) if self._last_action is not None else "-"
         comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
         return f"{self.ENV_ID} t={self._episode.now_s:.3f}s action={a} {comps}\n"
 
@@ -202,7 +208,7 @@ class KenvEnv(gym.Env):
         info = {"scenario": dict(self._scenario or {}), "profile": self.profile.name}
         if comps is not None:
             info["reward_components"] = dict(comps)
-            info["action_name"] = self.actions[self._last_action]
+            info["action_name"] = self.action_label(self._last_action)
         info.update(self._episode.info() if self._episode is not None else {})
         raw = m.get("raw") if m else None
         if raw:
@@ -210,8 +216,7 @@ class KenvEnv(gym.Env):
         return info
 
     def _obs(self) -> np.ndarray:
-        v = self._episode.observation() + one_hot(-1 if self._last_action is None else self._last_action,
-                                                  len(self.actions))
+        v = self._episode.observation() + self._prev_action_features()
         obs = np.asarray(v, dtype=np.float32)
         return np.clip(obs, self.observation_space.low, self.observation_space.high)
 

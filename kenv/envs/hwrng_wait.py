@@ -24,8 +24,82 @@ PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 STEP_LIMIT_NS = NSEC_PER_SEC
 
 
+class HwrngSubsystem:
+    """The bcm2835 rng on a simulated kernel: probe at ``probe_ns``, the
+    ``hwrng`` kthread crediting ``pool``, and an rngd-like reader of
+    /dev/hwrng reading ``bs`` bytes at a time.  Used by HwrngWait-v0 and
+    Kernel-v0: ``begin_step(wait, limit_ns)``, run the kernel, ``end_step()``."""
+
+    def __init__(self, k: Kernel, pool: InputPool, params, *, smp_cache_bytes: int, bs: int,
+                 reader_cpus=None, kthread_cpus=None):
+        self.k, self.pool, self.params = k, pool, params
+        self.smp_cache_bytes = smp_cache_bytes
+        self.bs = bs
+        self.reader_cpus = tuple(range(k.nr_cpus)) if reader_cpus is None else tuple(reader_cpus)
+        self.kthread_cpus = kthread_cpus
+        self.core: HwrngCore | None = None
+        self.wait = parse_wait("hwrng_yield")
+        self.reader_bytes = 0
+        self.read_done = False
+        self.max_bytes_per_s = 4.0 * params.word_rate_hz
+        self.last = [0.0, 0.0]
+        k.engine.at(params.probe_ns, self._probe)
+
+    def _probe(self) -> None:
+        self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.smp_cache_bytes,
+                                      kthread_cpus=self.kthread_cpus)
+        # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
+        self.k.kthread_run(self._reader, "rngd", cpus_allowed=self.reader_cpus)
+
+    def _reader(self, task: Task):
+        while True:
+            n = yield from rng_dev_read(task, self.core, self.bs)
+            self.reader_bytes += n
+            self.read_done = True
+
+    def _spin_ns(self) -> int:
+        return sum(self.core.rng.spin_ns_now().values()) if self.core is not None else 0
+
+    def begin_step(self, wait: WaitStrategy, limit_ns: int) -> None:
+        self.wait = wait
+        if self.core is not None:
+            self.core.rng.wait = wait
+            # a cpu_relax() spin looks at the strategy again at the step's end
+            self.core.rng.recheck_at = limit_ns
+        self.read_done = False
+        self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
+
+    def end_step(self) -> dict:
+        if self.core is not None and self.core.rng.wait is not self.wait:
+            self.core.rng.wait = self.wait  # probed during this step
+        dt = max(1, self.k.now - self._t0)
+        nbytes = self.reader_bytes - self._b0
+        spin = self._spin_ns() - self._spin0
+        bps = nbytes * NSEC_PER_SEC / dt
+        thr = math.log10(1.0 + bps) / math.log10(1.0 + self.max_bytes_per_s)
+        self.last = [min(1.0, thr), min(1.0, spin / dt)]
+        return {"throughput": thr, "spin": spin / dt,
+                "raw": {"hwrng_bytes": nbytes, "hwrng_bytes_per_s": bps, "spin_cpu_s": spin / NSEC_PER_SEC}}
+
+    def observation(self) -> list[float]:
+        silent = self.params.silent_until_ns
+        return [float(silent is not None and self.k.now < silent)] + self.last
+
+    def info(self) -> dict:
+        return {"wait": str(self.wait), "reader_bytes": self.reader_bytes}
+
+
+def pool_info(pool: InputPool) -> dict:
+    return {"crng_init": pool.crng_init, "bits_credited_total": pool.init_bits,
+            "crng_ready_s": None if pool.ready_ns is None else pool.ready_ns / NSEC_PER_SEC}
+
+
+def kernel_info(k: Kernel) -> dict:
+    return {"rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls], "bugs": list(k.bugs)}
+
+
 class _HwrngEpisode:
-    """One boot: the rng probes, the hwrng kthread fills the pool, a reader reads /dev/hwrng."""
+    """One boot of a bcm2835 board with the rng, the hwrng kthread and a reader."""
 
     def __init__(self, scenario: dict, rng: np.random.Generator):
         plat = get_platform(scenario["platform"])
@@ -35,91 +109,40 @@ class _HwrngEpisode:
         if scenario["silent_s"] != "platform":
             silent = float(scenario["silent_s"])
             params = dataclasses.replace(params, silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
-        self.plat, self.params, self.preempt, self.hz = plat, params, preempt, hz
-        self.bs = int(scenario["reader_bs"])
+        self.plat, self.preempt, self.hz = plat, preempt, hz
         self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,
                         rng=rng, name=plat.name)
         self.pool = InputPool(self.k)
-        self.core: HwrngCore | None = None
-        self.wait = parse_wait("hwrng_yield")
-        self.reader_bytes = 0
-        self.reader_reads = 0
-        self._read_done = False
-        self.k.engine.at(params.probe_ns, self._probe)
-        self.max_bytes_per_s = 4.0 * params.word_rate_hz
-        self.last = [0.0, 0.0, 0.0]
-
-    def _probe(self) -> None:
-        self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.plat.smp_cache_bytes)
-        # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
-        self.k.kthread_run(self._reader, "rngd", cpus_allowed=range(self.plat.nr_cpus))
-
-    def _reader(self, task: Task):
-        while True:
-            n = yield from rng_dev_read(task, self.core, self.bs)
-            self.reader_bytes += n
-            self.reader_reads += 1
-            self._read_done = True
+        self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
+                                 bs=int(scenario["reader_bs"]))
 
     @property
     def now_s(self) -> float:
         return self.k.now / NSEC_PER_SEC
 
-    def set_wait(self, wait: WaitStrategy) -> None:
-        self.wait = wait
-        if self.core is not None:
-            self.core.rng.wait = wait
-
     def step(self, wait: WaitStrategy) -> dict:
         k = self.k
-        self.set_wait(wait)
-        t0 = k.now
-        b0, bits0 = self.reader_bytes, self.pool.init_bits
-        stalls0, bugs0 = len(k.rcu_stalls), len(k.bugs)
-        spin0 = sum(self.core.rng.spin_ns_now().values()) if self.core else 0
-        limit = t0 + STEP_LIMIT_NS
-        if self.core is not None:
-            self.core.rng.recheck_at = limit
-        self._read_done = False
-        k.run(until=limit, stop=lambda: self._read_done)
-        if self.core is not None and self.core.rng.wait is not wait:
-            self.core.rng.wait = wait  # probed during this step
-        dt = max(1, k.now - t0)
-        nbytes = self.reader_bytes - b0
-        spin = (sum(self.core.rng.spin_ns_now().values()) if self.core else 0) - spin0
-        bps = nbytes * NSEC_PER_SEC / dt
-        thr = math.log10(1.0 + bps) / math.log10(1.0 + self.max_bytes_per_s)
+        limit = k.now + STEP_LIMIT_NS
+        bits0, stalls0, bugs0 = self.pool.init_bits, len(k.rcu_stalls), len(k.bugs)
+        self.hw.begin_step(wait, limit)
+        k.run(until=limit, stop=lambda: self.hw.read_done)
+        m = self.hw.end_step()
         bits = self.pool.init_bits - bits0
-        stalls = len(k.rcu_stalls) - stalls0
-        self.last = [min(1.0, thr), min(1.0, spin / dt), min(1.0, self.pool.init_bits / 256)]
-        return {
-            "entropy": bits / 256.0,
-            "throughput": thr,
-            "spin": spin / dt,
-            "rcu_stall": float(stalls),
-            "bug": float(len(k.bugs) - bugs0),
-            "raw": {"bytes": nbytes, "bytes_per_s": bps, "step_sim_s": dt / NSEC_PER_SEC,
-                    "spin_cpu_s": spin / NSEC_PER_SEC, "bits_credited": bits},
-        }
+        m.update(entropy=bits / 256.0, rcu_stall=float(len(k.rcu_stalls) - stalls0),
+                 bug=float(len(k.bugs) - bugs0))
+        m["raw"].update(bits_credited=bits, step_sim_s=(k.now - self.hw._t0) / NSEC_PER_SEC)
+        return m
 
     def observation(self) -> list[float]:
-        silent = self.params.silent_until_ns
+        hw_obs = self.hw.observation()
         return (kernel_config_features(self.preempt, self.hz)
                 + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
-                + [1.0 / self.plat.nr_cpus,
-                   float(silent is not None and self.k.now < silent),
-                   min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
-                + self.last)
+                + [1.0 / self.plat.nr_cpus, hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
+                + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
 
     def info(self) -> dict:
-        k = self.k
         return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "sim_time_s": self.now_s, "wait": str(self.wait),
-                "reader_bytes": self.reader_bytes,
-                "crng_init": self.pool.crng_init, "bits_credited_total": self.pool.init_bits,
-                "crng_ready_s": None if self.pool.ready_ns is None else self.pool.ready_ns / NSEC_PER_SEC,
-                "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls],
-                "bugs": list(k.bugs)}
+                "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool), **kernel_info(self.k)}
 
 
 class HwrngWaitEnv(KenvEnv):

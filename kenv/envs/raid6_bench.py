@@ -37,6 +37,82 @@ class _ProbeCyclictest(Cyclictest):
         super()._hrtimer_expire(task)
 
 
+class Raid6Subsystem:
+    """``modprobe raid6_pq`` on a simulated kernel, probed by a cyclictest
+    thread on the CPU it runs on.  Used by Raid6Bench-v0 and Kernel-v0:
+    ``begin_step(mode)``, run the kernel, ``end_step()``."""
+
+    def __init__(self, k: Kernel, plat, *, cpu: int, kernel_version: str, load, interval_us: int,
+                 t0: int):
+        self.k, self.plat, self.cpu = k, plat, cpu
+        self.load = parse_load(load)
+        self.ct = _ProbeCyclictest(k, plat.cyclictest, interval_us=interval_us, priority=95, cpus=[cpu])
+        self.ct.start(t0)
+        self.mp = Modprobe(k, plat.extra["modprobe"], plat.raid6, kernel_version=kernel_version,
+                           mode="preempt_disable")
+        k.engine.at(t0 + plat.cyclictest.thread_spawn_ns + SETTLE_NS, self._launch)
+        self.steps = 0
+        self.last = [0.0, 0.0]
+        self.credited = False
+
+    def _launch(self) -> None:
+        # fork+exec from a shell that last ran on ``cpu``, which is idle: it stays there
+        task = self.mp.start(self.cpu)
+        if self.load is not None:
+            start_load(self.k, task.cpu, self.load)
+
+    @property
+    def done(self) -> bool:
+        return self.mp.done
+
+    @property
+    def windows_done(self) -> int:
+        return len(self.mp.sel.windows)
+
+    def begin_step(self, mode: str) -> None:
+        self.mp.sel.mode = mode
+        self._n0 = len(self.mp.sel.windows)
+        if self.ct.stats:
+            self.ct.stats[0].max_ns = 0  # the probe's Max is read per step
+
+    def end_step(self) -> dict:
+        k, sel = self.k, self.mp.sel
+        self.steps += 1
+        worst = self.ct.stats[0].max_ns if self.ct.stats else 0
+        task = self.ct.tasks[0] if self.ct.tasks else None
+        if task is not None and task.state == TASK_RUNNABLE:
+            # a wakeup still waiting for the CPU counts with what it has waited so far
+            worst = max(worst, k.now - self.ct.fired_at.get(task.pid, k.now))
+        latency = log_latency(worst / 1000.0)
+        win = sel.windows[-1] if len(sel.windows) > self._n0 else None
+        lost = win.lost_fraction if win is not None else 0.0
+        self.last = [latency, lost]
+        m = {"latency": latency, "throughput": 0.0,
+             "raw": {"worst_wakeup_us": worst / 1000.0, "window": None if win is None else
+                     {"algo": win.algo, "kind": win.kind, "perf": win.perf, "mb_s": win.mb_s,
+                      "lost_fraction": lost}}}
+        if self.mp.done and not self.credited:
+            self.credited = True
+            chosen = self.plat.raid6.by_name(sel.chosen)
+            fastest = self.plat.raid6.fastest()
+            ratio = chosen.gen_mb_s / fastest.gen_mb_s
+            # The algorithm serves the machine from now on: its speed is credited
+            # once for every step the benchmark took.
+            m["throughput"] = ratio * self.steps
+            m["raw"].update(chosen=sel.chosen, best=fastest.name, chosen_gen_mb_s=chosen.gen_mb_s,
+                            best_gen_mb_s=fastest.gen_mb_s, throughput_lost=1.0 - ratio,
+                            dmesg=sel.dmesg_lines(), load_s=self.mp.load_ns / NSEC_PER_SEC)
+        return m
+
+    def observation(self) -> list[float]:
+        return [float(self.load is not None and self.load.continuous),
+                float(self.load is not None and not self.load.continuous),
+                min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS)] + self.last
+
+    def info(self) -> dict:
+        return {"bench_cpu": self.cpu, "windows_done": len(self.mp.sel.windows)}
+
+
 class _Raid6Episode:
     """One boot: cyclictest on the CPU modprobe will use, then modprobe raid6_pq."""
 
@@ -47,80 +123,39 @@ class _Raid6Episode:
                                           "preempt_disable", hz, kernel)
         self.plat, self.hz, self.kernel_version = plat, hz, kernel
         self.preempt = scenario["preempt"]
-        self.load = parse_load(scenario["load"])
         k = self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=self.preempt,
                             costs=plat.sched, rng=rng, name=plat.name)
         # The shell last ran on a random CPU; modprobe starts there (it is idle)
         # and cyclictest probes that CPU: the other CPUs see no change.
-        self.cpu = int(rng.integers(0, plat.nr_cpus))
+        cpu = int(rng.integers(0, plat.nr_cpus))
         t0 = int(rng.integers(0, k.TICK_NSEC))
-        self.ct = _ProbeCyclictest(k, plat.cyclictest, interval_us=int(scenario["cyclictest_interval_us"]),
-                                   priority=95, cpus=[self.cpu])
-        self.ct.start(t0)
-        self.mp = Modprobe(k, plat.extra["modprobe"], plat.raid6, kernel_version=kernel,
-                           mode="preempt_disable")
-        k.engine.at(t0 + plat.cyclictest.thread_spawn_ns + SETTLE_NS, self._launch)
-        self.steps = 0
-        self.last_latency = 0.0
-        self.last_lost = 0.0
-
-    def _launch(self) -> None:
-        task = self.mp.start(self.cpu)
-        if self.load is not None:
-            start_load(self.k, task.cpu, self.load)
+        self.r6 = Raid6Subsystem(k, plat, cpu=cpu, kernel_version=kernel, load=scenario["load"],
+                                 interval_us=int(scenario["cyclictest_interval_us"]), t0=t0)
 
     @property
     def now_s(self) -> float:
         return self.k.now / NSEC_PER_SEC
 
     def step(self, action: str) -> dict:
-        k, mp, sel = self.k, self.mp, self.mp.sel
-        sel.mode = action
-        n0 = len(sel.windows)
-        st = self.ct.stats[0] if self.ct.stats else None
-        if st is not None:
-            st.max_ns = 0  # the probe's Max is read per step
+        k, r6 = self.k, self.r6
+        r6.begin_step(action)
         t_start = k.now
-        k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: mp.done or len(sel.windows) > n0)
-        self.steps += 1
-        worst = st.max_ns if st is not None else 0
-        task = self.ct.tasks[0] if self.ct.tasks else None
-        if task is not None and task.state == TASK_RUNNABLE:
-            worst = max(worst, k.now - self.ct.fired_at.get(task.pid, k.now))
-        latency = log_latency(worst / 1000.0)
-        win = sel.windows[-1] if len(sel.windows) > n0 else None
-        lost = win.lost_fraction if win is not None else 0.0
-        self.last_latency, self.last_lost = latency, lost
-        m = {"latency": latency, "terminated": mp.done,
-             "raw": {"worst_wakeup_us": worst / 1000.0, "window": None if win is None else
-                     {"algo": win.algo, "kind": win.kind, "perf": win.perf, "mb_s": win.mb_s,
-                      "lost_fraction": lost},
-                     "step_sim_s": (k.now - t_start) / NSEC_PER_SEC}}
-        if mp.done:
-            chosen = self.plat.raid6.by_name(sel.chosen)
-            fastest = self.plat.raid6.fastest()
-            ratio = chosen.gen_mb_s / fastest.gen_mb_s
-            # The algorithm serves the machine from now on: its speed is credited
-            # once for every step of the episode.
-            m["throughput"] = ratio * self.steps
-            m["raw"].update(chosen=sel.chosen, best=fastest.name, chosen_gen_mb_s=chosen.gen_mb_s,
-                            best_gen_mb_s=fastest.gen_mb_s, throughput_lost=1.0 - ratio,
-                            dmesg=sel.dmesg_lines(), load_s=mp.load_ns / NSEC_PER_SEC)
+        n0 = r6.windows_done
+        k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: r6.done or r6.windows_done > n0)
+        m = r6.end_step()
+        m["terminated"] = r6.done
+        m["raw"]["step_sim_s"] = (k.now - t_start) / NSEC_PER_SEC
         return m
 
     def observation(self) -> list[float]:
         return (kernel_config_features(self.preempt, self.hz)
                 + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
-                + [float(self.load is not None and self.load.continuous),
-                   float(self.load is not None and not self.load.continuous),
-                   float(self.kernel_version == "5.17"),
-                   min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS),
-                   self.last_latency, self.last_lost])
+                + self.r6.observation()[:2] + [float(self.kernel_version == "5.17")]
+                + self.r6.observation()[2:])
 
     def info(self) -> dict:
         return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "kernel": self.kernel_version, "bench_cpu": self.cpu,
-                "windows_done": len(self.mp.sel.windows), "sim_time_s": self.now_s,
+                "kernel": self.kernel_version, "sim_time_s": self.now_s, **self.r6.info(),
                 "rcu_stalls": len(self.k.rcu_stalls), "bugs": list(self.k.bugs)}
 
 

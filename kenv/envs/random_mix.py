@@ -18,46 +18,42 @@ from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
 
-class _RandomMixEpisode:
-    """Two hosts booted, one qperf client/server pair ping-ponging at one message size."""
+class QperfSubsystem:
+    """Two booted hosts of ``plat`` and one qperf tcp_lat client/server pair at
+    one message size; the hosts' NIC interrupts feed their fast pools.  Owns
+    the engine: ``step(deferral)`` runs ``step_ns`` of qperf (and whatever
+    else lives on the client host's kernel).  Used by RandomMix-v0 and Kernel-v0."""
 
-    def __init__(self, scenario: dict, rng: np.random.Generator):
-        plat = get_platform(scenario["platform"])
-        preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
-        if scenario["hz"] != "platform":
-            plat = dataclasses.replace(plat, hz=int(scenario["hz"]))
-        self.plat, self.preempt, self.hz = plat, preempt, plat.hz
-        self.size = parse_size(str(scenario["msg_size"]))
-        self.threshold = int(scenario["threshold"])
-        self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
+    def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
+                 threshold: int, step_ns: int):
+        self.plat = plat
+        self.size = parse_size(str(msg_size))
+        self.threshold = threshold
+        self.step_ns = step_ns
         self.randoms: list[IrqRandomness] = []
 
         def factory(k):
-            r = IrqRandomness(k, deferral="timer", threshold=self.threshold,
+            r = IrqRandomness(k, deferral="timer", threshold=threshold,
                               params=plat.extra["random"], long_bits=plat.long_bits)
             self.randoms.append(r)
             return r
 
         self.wl = QperfTcpLat(plat, random_factory=factory, preempt=preempt, rng=rng, instances=1)
+        self.client_kernel = self.wl.hosts[0].k
+        self.client_pool = self.randoms[0].input_pool
         self.clean_rtt_ns: int | None = None
-        self.last = [0.0, 0.0, 0.0]
+        self.last = 0.0
 
-    @property
-    def now_s(self) -> float:
-        return self.wl.engine.now / NSEC_PER_SEC
-
-    def _bits(self) -> int:
+    def bits(self) -> int:
         return sum(r.input_pool.init_bits for r in self.randoms)
 
-    def _bugs(self) -> int:
+    def bugs(self) -> int:
         return sum(len(h.k.bugs) for h in self.wl.hosts)
 
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
             r.set_deferral(deferral)
-        bits0, bugs0 = self._bits(), self._bugs()
         mixes0 = sum(r.totals()["mixes"] for r in self.randoms)
-        t0 = self.wl.engine.now
         (st,) = self.wl.run_size(self.size, self.step_ns)
         pair = self.wl.pairs[0]
         if pair.steady is not None:
@@ -66,37 +62,63 @@ class _RandomMixEpisode:
         lat_ns = st.latency_ns
         clean_ns = self.clean_rtt_ns / 2 if self.clean_rtt_ns else lat_ns
         regression = max(0.0, lat_ns / clean_ns - 1.0) if clean_ns else 0.0
-        bits = self._bits() - bits0
-        bugs = self._bugs() - bugs0
-        n_hosts = len(self.randoms)
-        self.last = [min(1.0, regression * 5.0), min(1.0, self._bits() / (256.0 * n_hosts)),
-                     float(bugs > 0)]
-        return {
-            "entropy": bits / (256.0 * n_hosts),
-            "throughput": clean_ns / lat_ns if lat_ns else 0.0,
-            "latency": regression,
-            "bug": float(bugs),
-            "terminated": bugs > 0,
-            "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
-                    "round_trips": st.round_trips, "bits_credited": bits,
-                    "mixes": sum(r.totals()["mixes"] for r in self.randoms) - mixes0,
-                    "step_sim_s": (self.wl.engine.now - t0) / NSEC_PER_SEC},
-        }
-
-    def observation(self) -> list[float]:
-        return (kernel_config_features(self.preempt, self.hz)
-                + [np.log2(self.size / 4096) / 8.0, float(self.threshold == 64)]
-                + self.last)
+        self.last = min(1.0, regression * 5.0)
+        return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
+                "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
+                        "round_trips": st.round_trips,
+                        "mixes": sum(r.totals()["mixes"] for r in self.randoms) - mixes0}}
 
     def info(self) -> dict:
         pools = [r.input_pool for r in self.randoms]
-        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "msg_size": format_size(self.size), "sim_time_s": self.now_s,
+        return {"msg_size": format_size(self.size),
                 "crng_init": [p.crng_init for p in pools],
                 "bits_credited_total": [p.init_bits for p in pools],
                 "crng_ready_s": [None if p.ready_ns is None else p.ready_ns / NSEC_PER_SEC for p in pools],
                 "bugs": [b for h in self.wl.hosts for b in h.k.bugs],
                 "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for h in self.wl.hosts for s in h.k.rcu_stalls]}
+
+
+def resolve_machine(scenario: dict):
+    """The platform with the scenario's HZ, and the preemption model."""
+    plat = get_platform(scenario["platform"])
+    preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
+    if scenario["hz"] != "platform":
+        plat = dataclasses.replace(plat, hz=int(scenario["hz"]))
+    return plat, preempt
+
+
+class _RandomMixEpisode:
+    def __init__(self, scenario: dict, rng: np.random.Generator):
+        self.plat, self.preempt = resolve_machine(scenario)
+        self.hz = self.plat.hz
+        self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
+                                threshold=int(scenario["threshold"]),
+                                step_ns=int(float(scenario["step_ms"]) * NSEC_PER_MSEC))
+        self.last_bug = 0.0
+
+    @property
+    def now_s(self) -> float:
+        return self.q.wl.engine.now / NSEC_PER_SEC
+
+    def step(self, deferral: str) -> dict:
+        bits0, bugs0, t0 = self.q.bits(), self.q.bugs(), self.q.wl.engine.now
+        m = self.q.step(deferral)
+        n_hosts = len(self.q.randoms)
+        bits, bugs = self.q.bits() - bits0, self.q.bugs() - bugs0
+        self.last_bug = float(bugs > 0)
+        m.update(entropy=bits / (256.0 * n_hosts), bug=float(bugs), terminated=bugs > 0)
+        m["raw"].update(bits_credited=bits, step_sim_s=(self.q.wl.engine.now - t0) / NSEC_PER_SEC)
+        return m
+
+    def observation(self) -> list[float]:
+        n_hosts = len(self.q.randoms)
+        return (kernel_config_features(self.preempt, self.hz)
+                + [np.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last,
+                   min(1.0, self.q.bits() / (256.0 * n_hosts)), self.last_bug])
+
+    def info(self) -> dict:
+        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
+                "sim_time_s": self.now_s, **self.q.info()}
 
 
 class RandomMixEnv(KenvEnv):

@@ -1,0 +1,279 @@
+"""kenv/Kernel-v0: the three decisions on one machine, sharing its CPUs and input pool."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+from gymnasium import spaces
+
+from ..drivers.hwrng import parse_wait
+from ..drivers.raid6 import raid6_behaviour
+from ..errors import ConfigError
+from ..kernel.core import PREEMPT_MODELS
+from ..kernel.jiffies import ALLOWED_HZ
+from ..platforms import get_platform
+from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
+from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, kernel_info, pool_info
+from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
+from .random_mix import SIZES, QperfSubsystem, RandomMixEnv, resolve_machine
+
+#: the decisions, in the order of the MultiDiscrete action
+DIMENSIONS = ("deferral", "wait", "raid6")
+_SINGLE = {"deferral": RandomMixEnv, "wait": HwrngWaitEnv, "raid6": Raid6BenchEnv}
+
+#: The hwrng is a bcm2835-compatible block with rpi3bplus's parameters,
+#: transplanted onto the x86 host (no x86 server has one); it probes 5 ms into
+#: the episode.  The raid6 table, cyclictest and modprobe parameters are
+#: x86-avx512-32's (the X7-2's Xeon Platinum 8160 has AVX-512).
+HWRNG_FROM = "rpi3bplus"
+RAID6_FROM = "x86-avx512-32"
+HWRNG_PROBE_AFTER_NS = 5 * NSEC_PER_MSEC
+#: CPUs: qperf and its NIC interrupts on 0 (numactl -N0), modprobe starts from
+#: a shell on 1, the rng reader and the hwrng kthread (taskset) share 2.  Keeping
+#: the kthread off qperf's CPU is a choice: a kthread spinning next to qperf is
+#: another experiment, and it forces every round trip to be simulated in detail.
+RAID6_CPU = 1
+READER_CPU = 2
+
+
+class _KernelEpisode:
+    def __init__(self, scenario: dict, rng: np.random.Generator):
+        self.plat, self.preempt = resolve_machine(scenario)
+        self.hz = self.plat.hz
+        self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
+        self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
+                                threshold=int(scenario["threshold"]), step_ns=self.step_ns)
+        k = self.k = self.q.client_kernel
+        self.pool = self.q.client_pool
+        hw_params = get_platform(HWRNG_FROM).hwrng
+        silent = float(scenario["silent_s"])
+        hw_params = dataclasses.replace(
+            hw_params, probe_ns=k.now + HWRNG_PROBE_AFTER_NS,
+            silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
+        self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
+                                 bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
+                                 kthread_cpus=(READER_CPU,))
+        r6_plat = get_platform(RAID6_FROM)
+        self.kernel_version = raid6_behaviour(self.plat.kernel_version)
+        self.r6 = Raid6Subsystem(k, r6_plat, cpu=RAID6_CPU, kernel_version=self.kernel_version,
+                                 load=scenario["load"],
+                                 interval_us=int(scenario["cyclictest_interval_us"]),
+                                 t0=k.now + int(rng.integers(0, k.TICK_NSEC)))
+
+    @property
+    def now_s(self) -> float:
+        return self.k.now / NSEC_PER_SEC
+
+    def step(self, action: tuple) -> dict:
+        deferral, wait, mode = action
+        k = self.k
+        t0 = k.now
+        bits0, stalls0, bugs0 = self.pool.init_bits, len(k.rcu_stalls), self.q.bugs()
+        self.hw.begin_step(wait, t0 + self.step_ns)
+        r6_active = not self.r6.done
+        if r6_active:
+            self.r6.begin_step(mode)
+        mq = self.q.step(deferral)            # runs the shared engine for step_ns
+        mh = self.hw.end_step()
+        mr = self.r6.end_step() if r6_active else {"latency": 0.0, "throughput": 0.0, "raw": {}}
+        bits = self.pool.init_bits - bits0
+        bugs = self.q.bugs() - bugs0
+        raw = {**mq["raw"], **mh["raw"], **mr["raw"], "bits_credited": bits,
+               "step_sim_s": (k.now - t0) / NSEC_PER_SEC}
+        return {
+            "entropy": bits / 256.0,
+            "throughput": mq["throughput"] + mh["throughput"] + mr["throughput"],
+            "latency": mq["latency"] + mr["latency"],
+            "spin": mh["spin"],
+            "rcu_stall": float(len(k.rcu_stalls) - stalls0),
+            "bug": float(bugs),
+            "terminated": bugs > 0,
+            "raw": raw,
+        }
+
+    def observation(self) -> list[float]:
+        return (kernel_config_features(self.preempt, self.hz)
+                + [np.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last]
+                + self.hw.observation() + self.r6.observation()
+                + [min(1.0, self.pool.init_bits / 256)])
+
+    def info(self) -> dict:
+        q = self.q.info()
+        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
+                "sim_time_s": self.now_s, "msg_size": q["msg_size"], **self.hw.info(), **self.r6.info(),
+                **pool_info(self.pool), **kernel_info(self.k), "bugs": q["bugs"]}
+
+
+class KernelEnv(KenvEnv):
+    """
+    ## Description
+
+    The three decisions of kenv on one simulated machine: an x86-ib40g host
+    (qperf ``tcp_lat`` to a peer over IPoIB, its NIC interrupts feeding the
+    random.c fast pools), a bcm2835-compatible hwrng with the ``hwrng``
+    kthread and a reader of /dev/hwrng, and ``modprobe raid6_pq`` under a
+    cyclictest probe.  They share the kernel (CPUs, scheduler, timer wheel,
+    RCU) and one input pool: the crng becomes READY from interrupt mixes and
+    hwrng bytes together.  The hwrng block's parameters come from rpi3bplus and
+    the raid6 table from x86-avx512-32 (see the module constants); this
+    machine is a composite, not a measured one.
+
+    ## Action Space
+
+    ``MultiDiscrete([n_deferral, n_wait, n_raid6])``: the fast-pool mix
+    deferral (default ``workqueue``, ``timer``), the bcm2835 wait (default
+    ``cpu_relax``, ``hwrng_msleep(1000)``, ``hwrng_yield``) and the raid6
+    benchmark mode of windows that start in the step (default
+    ``preempt_disable``, ``migrate_disable``).  ``actions={"deferral": [...],
+    "wait": [...], "raid6": [...]}`` opens the extended sets of the single envs.
+
+    ## Observation Space
+
+    ``Box(float32)``, entries in [0, 1]:
+
+    | index | meaning |
+    |---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt |
+    | 4 | HZ / 1000 |
+    | 5 | log2(msg_size / 4 KiB) / 8 |
+    | 6 | mix threshold is 64 |
+    | 7 | previous tcp_lat regression x 5 (capped at 1) |
+    | 8 | the hwrng generator is in its silent period |
+    | 9 | previous hwrng throughput component |
+    | 10 | previous hwrng spin component (capped at 1) |
+    | 11 | a continuous hog on the modprobe CPU |
+    | 12 | a periodic job on the modprobe CPU |
+    | 13 | raid6 benchmark progress: windows / 18 |
+    | 14 | previous worst cyclictest wakeup, log10(1 + us) / 6 |
+    | 15 | share of the previous raid6 window's calls lost |
+    | 16 | crng progress: credited bits / 256 |
+    | 17.. | previous action, one-hot per dimension |
+
+    ## Rewards
+
+    The components of the three single envs, summed per component:
+    ``throughput`` = qperf (messages vs undisturbed) + hwrng (log-scaled
+    bytes/s) + raid6 (chosen/fastest x benchmark steps, once, when modprobe
+    exits); ``latency`` = tcp_lat regression + cyclictest worst wakeup (log
+    scale); ``spin`` = CPU burned in ``cpu_relax()``; ``entropy`` = bits
+    credited to the shared input pool / 256; ``rcu_stall``; ``bug``.
+
+    ## Starting State
+
+    Both hosts booted, crng empty, qperf connected; the rng probes 5 ms later
+    and ``modprobe raid6_pq`` starts about 10 ms in.  Scenario mix:
+    ``configs/scenarios/kernel.yaml``.
+
+    ## Episode End
+
+    Terminated on a kernel BUG; truncated at 48 steps (480 ms simulated by default).
+
+    ## Arguments
+
+    ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
+    reward_weights=None, render_mode=None)``.
+
+    ## Version History
+
+    * v0: initial version.
+
+    ## References
+
+    The three seeds: 748bc4dd9e66 (random.c timer), 6ca5ebb4f456 (hwrng_yield),
+    and "lib/raid6: Reduce high latency by using migrate instead of preempt".
+    """
+
+    ENV_ID: ClassVar[str] = "kenv/Kernel-v0"
+    ORIGINAL = tuple(_SINGLE[d].ORIGINAL for d in DIMENSIONS)
+    PRE_PATCH = tuple(_SINGLE[d].PRE_PATCH for d in DIMENSIONS)
+    PATCHED = tuple(_SINGLE[d].PATCHED for d in DIMENSIONS)
+    DEFAULT_SCENARIO = "kernel"
+    SCENARIO_FIELDS = {
+        "platform": ("x86-ib40g",),
+        "preempt": ("platform",) + PREEMPT_MODELS,
+        "hz": ("platform",) + ALLOWED_HZ,
+        "msg_size": SIZES,
+        "threshold": (1024, 64),
+        "step_ms": (5, 10, 20, 50),
+        "reader_bs": (4, 16, 64, 256),
+        "silent_s": (0, 1, 5),
+        "load": LOADS,
+        "cyclictest_interval_us": (1000, 5000, 10000),
+    }
+    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+        ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
+        ("previous tcp_lat regression x 5", 0, 1), ("hwrng generator silent", 0, 1),
+        ("previous hwrng throughput", 0, 1), ("previous hwrng spin", 0, 1),
+        ("continuous hog on the modprobe CPU", 0, 1), ("periodic job on the modprobe CPU", 0, 1),
+        ("raid6 benchmark progress", 0, 1), ("previous worst wakeup (log scale)", 0, 1.5),
+        ("previous raid6 window's lost calls", 0, 1), ("crng progress", 0, 1),
+    ]
+
+    # ------------------------------------------------ a MultiDiscrete action
+    def _check_actions(self, actions: Mapping[str, Sequence[str]] | None) -> tuple:
+        if actions is None:
+            actions = {}
+        if not isinstance(actions, Mapping):
+            raise ConfigError("actions", actions, f"a mapping with keys {', '.join(DIMENSIONS)}")
+        unknown = set(actions) - set(DIMENSIONS)
+        if unknown:
+            raise ConfigError(f"actions.{sorted(unknown)[0]}", sorted(unknown)[0], ", ".join(DIMENSIONS))
+        out = []
+        for d in DIMENSIONS:
+            single = _SINGLE[d]
+            names = single._check_actions(single.__new__(single), actions.get(d))
+            out.append(tuple(names))
+        self._waits = tuple(parse_wait(w) for w in out[1])
+        return tuple(out)
+
+    def _make_action_space(self) -> spaces.Space:
+        return spaces.MultiDiscrete([len(a) for a in self.actions])
+
+    @classmethod
+    def observation_rows(cls, actions) -> list[tuple[str, float, float]]:
+        rows = list(cls.OBS_ROWS)
+        for d, names in zip(DIMENSIONS, actions):
+            rows += [(f"previous {d} == {a}", 0.0, 1.0) for a in names]
+        return rows
+
+    def _prev_action_features(self) -> list[float]:
+        out: list[float] = []
+        for i, names in enumerate(self.actions):
+            out += one_hot(-1 if self._last_action is None else self._last_action[i], len(names))
+        return out
+
+    def _action_index(self, action: Any) -> tuple[int, ...]:
+        allowed = "an integer array of shape (3,) with entries in " + ", ".join(
+            f"0..{len(a) - 1}" for a in self.actions)
+        try:
+            v = np.asarray(action)
+        except Exception:  # noqa: BLE001 - anything numpy cannot read is a bad action
+            raise ConfigError("action", action, allowed) from None
+        if v.shape != (len(DIMENSIONS),) or not np.issubdtype(v.dtype, np.integer):
+            raise ConfigError("action", action, allowed)
+        idx = tuple(int(x) for x in v)
+        if not all(0 <= i < len(names) for i, names in zip(idx, self.actions)):
+            raise ConfigError("action", action, allowed)
+        return idx
+
+    def action_label(self, action: Any) -> str:
+        idx = self._action_index(action)
+        return "|".join(names[i] for i, names in zip(idx, self.actions))
+
+    def action_for(self, choice: tuple, baseline: str = "") -> np.ndarray:
+        out = []
+        for d, c, names in zip(DIMENSIONS, choice, self.actions):
+            if c not in names:
+                raise ConfigError(f"baseline {baseline} ({d})".strip(), c,
+                                  f"a choice in this env's {d} set ({', '.join(names)})")
+            out.append(names.index(c))
+        return np.array(out, dtype=np.int64)
+
+    def _episode_action(self, index: tuple) -> tuple:
+        return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
+
+    def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
+        return _KernelEpisode(scenario, rng)
