@@ -45,7 +45,7 @@ from . import ReproRow
 
 NAME = "qperf-tcp-lat"
 HELP = "seed 000: qperf tcp_lat over IPoIB with the fast-pool mix deferred (workqueue, timer, ...)"
-SEED_LABEL = "000"
+SEED_LABEL = "000 random: use expired per-cpu timer rather than wq for mixing fast pool"
 DEFAULT_PLATFORM = "x86-ib40g"
 DEFAULT_SIZES = "4K:1024K"
 #: qperf --time of the seed's run

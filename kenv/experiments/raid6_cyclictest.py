@@ -46,7 +46,7 @@ from . import ReproRow
 
 NAME = "raid6-cyclictest"
 HELP = "modprobe raid6_pq under cyclictest: latency vs raid6 benchmark mode (seed 004)"
-SEED_LABEL = "004"
+SEED_LABEL = "004 lib/raid6: migrate instead of preempt"
 
 #: cyclictest runs this long before modprobe starts and after it exits
 SETTLE_NS = 10 * NSEC_PER_MSEC
@@ -260,7 +260,7 @@ def reproduce_rows(seed: int = 0) -> list[ReproRow]:
     CONFIG_PREEMPT=y and CONFIG_PREEMPT_RT=y, but no effect for
     CONFIG_PREEMPT_VOLUNTARY=y" for migrate_disable (qualitative).
     """
-    label = "004 lib/raid6: migrate instead of preempt"
+    label = SEED_LABEL
     rows = []
     base = {}
     for preempt, unit, scale, pub, lo, hi in (
