@@ -15,10 +15,8 @@ minutes of kernel time).
 from __future__ import annotations
 
 import argparse
-import time
 
-import gymnasium as gym
-
+from _common import best_of, cartpole_reference
 from kenv.experiments.hwrng_dd import KERNELCI_SECONDS, reproduce_rows, run_hwrng_dd
 
 CASES = [
@@ -28,31 +26,6 @@ CASES = [
     ("bcm2835-kernelci", "cpu_relax", KERNELCI_SECONDS),
     ("bcm2835-kernelci", "hwrng_yield", KERNELCI_SECONDS),
 ]
-
-
-def cartpole_reference(steps: int) -> float:
-    env = gym.make("CartPole-v1")
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, term, trunc, _ = env.step(env.action_space.sample())
-        if term or trunc:
-            env.reset()
-    dt = time.perf_counter() - t0
-    env.close()
-    return dt
-
-
-def best_of(n: int, fn):
-    best = None
-    out = None
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = fn()
-        dt = time.perf_counter() - t0
-        best = dt if best is None else min(best, dt)
-    return best, out
 
 
 def main() -> None:

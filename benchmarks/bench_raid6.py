@@ -11,10 +11,8 @@ machines can be compared.  The target is < 2 s per run on 32 CPUs.
 from __future__ import annotations
 
 import argparse
-import time
 
-import gymnasium as gym
-
+from _common import best_of, cartpole_reference
 from kenv.experiments.raid6_cyclictest import run_raid6_cyclictest
 
 CONFIGS = [
@@ -29,31 +27,6 @@ CONFIGS = [
     ("full", "migrate_disable", "20/50"),
     ("voluntary", "preempt_disable", "continuous"),
 ]
-
-
-def cartpole_reference(steps: int) -> float:
-    env = gym.make("CartPole-v1")
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, term, trunc, _ = env.step(env.action_space.sample())
-        if term or trunc:
-            env.reset()
-    dt = time.perf_counter() - t0
-    env.close()
-    return dt
-
-
-def best_of(n: int, fn):
-    best = None
-    out = None
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = fn()
-        dt = time.perf_counter() - t0
-        best = dt if best is None else min(best, dt)
-    return best, out
 
 
 def main() -> None:

@@ -1,0 +1,34 @@
+"""What every benchmark shares: the CartPole-v1 reference measured in the same run,
+and best-of-N timing.  Machines here are noisy; report ratios, not raw seconds."""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+
+
+def cartpole_reference(steps: int) -> float:
+    """Seconds for ``steps`` steps of Gymnasium's CartPole-v1 with random actions."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    dt = time.perf_counter() - t0
+    env.close()
+    return dt
+
+
+def best_of(n: int, fn):
+    """(best wall time of ``n`` calls of ``fn``, the last result)."""
+    best, out = None, None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    return best, out
