@@ -51,7 +51,7 @@ from ..kernel.core import Run, RunUntil, Task, TaskBody
 from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex, mutex_lock, mutex_unlock
 from ..kernel.sleep import (
-    completion, schedule_timeout_interruptible, usleep_range,
+    complete_all, completion, schedule_timeout_interruptible, usleep_range,
     wait_for_completion_interruptible_timeout,
 )
 from ..sim.engine import NSEC_PER_SEC
@@ -248,6 +248,22 @@ class Bcm2835Rng:
         #: if set, a cpu_relax() spin stops at this time to look at ``wait`` again
         #: (the spin itself is one interval; an environment changes ``wait`` per step)
         self.recheck_at: int | None = None
+
+    def set_wait(self, wait: str | WaitStrategy) -> None:
+        """Switch ``<wait>`` the way unbinding and rebinding the driver would
+        (an environment does this between steps).  ``hwrng_unregister()``
+        completes ``rng->dying``: a task asleep in ``hwrng_msleep()`` or
+        ``hwrng_yield()`` wakes at once -- which is why upstream wants hwrng
+        sleeps cancellable -- and goes round the read loop again with the new
+        wait; a ``usleep_range()`` sleep is not cancellable and runs out; a
+        ``cpu_relax()`` spin looks at ``wait`` again at ``recheck_at``.  The
+        new instance starts with a fresh ``dying``."""
+        wait = parse_wait(wait)
+        if wait == self.wait:
+            return
+        self.wait = wait
+        complete_all(self.k, self.dying)
+        self.dying = completion()
 
     # ---------------------------------------------------------- the generator
     def bcm2835_rng_init(self) -> None:

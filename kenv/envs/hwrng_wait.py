@@ -63,15 +63,15 @@ class HwrngSubsystem:
     def begin_step(self, wait: WaitStrategy, limit_ns: int) -> None:
         self.wait = wait
         if self.core is not None:
-            self.core.rng.wait = wait
+            self.core.rng.set_wait(wait)
             # a cpu_relax() spin looks at the strategy again at the step's end
             self.core.rng.recheck_at = limit_ns
         self.read_done = False
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
 
     def end_step(self) -> dict:
-        if self.core is not None and self.core.rng.wait is not self.wait:
-            self.core.rng.wait = self.wait  # probed during this step
+        if self.core is not None:
+            self.core.rng.set_wait(self.wait)  # no-op unless probed during this step
         dt = max(1, self.k.now - self._t0)
         nbytes = self.reader_bytes - self._b0
         spin = self._spin_ns() - self._spin0
