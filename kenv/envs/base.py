@@ -50,7 +50,9 @@ def log_latency(us: float) -> float:
 class KenvEnv(gym.Env):
     """Base class; see the subclasses' docstrings for the documentation pages."""
 
-    metadata: ClassVar[dict] = {"render_modes": ["ansi"], "render_fps": 4}
+    #: ``ansi``: a text line about the last step; ``rgb_array``: a per-CPU
+    #: timeline image of the last step (kenv.trace.render), for RecordVideo
+    metadata: ClassVar[dict] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     #: set by subclasses
     ENV_ID: ClassVar[str] = ""
@@ -88,6 +90,7 @@ class KenvEnv(gym.Env):
         # options, and the actions taken since (the simulation is a function of them).
         self._replay: tuple[dict, dict | None] | None = None
         self._taken: list[int] = []
+        self._timeline = None   # render_mode "rgb_array": records the episode's last step
 
     @classmethod
     def observation_rows(cls, actions: Sequence[str]) -> list[tuple[str, float, float]]:
@@ -157,6 +160,7 @@ class KenvEnv(gym.Env):
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
         self._last = None
         self._last_action = None
+        self._timeline = self._make_timeline() if self.render_mode == "rgb_array" else None
         return self._obs(), self._info({}, None)
 
     def step(self, action):
@@ -164,7 +168,11 @@ class KenvEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         a = self._action_index(action)
         self._taken.append(a)
+        if self._timeline is not None:
+            self._timeline.begin_step()
         m = self._episode.step(self._episode_action(a))
+        if self._timeline is not None:
+            self._timeline.end_step(a)
         comps = {c: float(m.get(c, 0.0)) for c in COMPONENTS}
         reward = self.profile.reward(comps)
         self._last = m
@@ -194,7 +202,23 @@ class KenvEnv(gym.Env):
     def render(self):
         if self.render_mode == "ansi":
             return self._render_ansi()
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
         return None
+
+    def _make_timeline(self):
+        from ..trace import episode_kernels
+        from ..trace.render import StepTimeline
+
+        return StepTimeline(episode_kernels(self._episode))
+
+    def _render_rgb(self) -> np.ndarray:
+        """A per-CPU timeline of the last step, uint8 (HEIGHT, WIDTH, 3); blank rows before any."""
+        if self._timeline is None:
+            from ..trace.render import HEIGHT, WIDTH
+
+            return np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint8)
+        return self._timeline.frame()
 
     def _render_ansi(self) -> str:
         if self._last is None:

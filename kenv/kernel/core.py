@@ -71,6 +71,11 @@ def check_preempt_model(model: str) -> str:
     return model
 
 
+def task_prio(p: "Task") -> int:
+    """The ``prio`` ftrace prints: 120 + nice for SCHED_NORMAL, 99 - rt_priority for FIFO."""
+    return 99 - p.rt_priority if p.policy == SCHED_FIFO else 120 + p.nice
+
+
 # --------------------------------------------------------------------------
 # requests a task generator yields
 # --------------------------------------------------------------------------
@@ -183,7 +188,7 @@ class CPU:
     __slots__ = (
         "id", "curr", "rt_queue", "cfs_queue", "need_resched", "irq_until", "min_vruntime",
         "_kick_ev", "_preempt_ev", "_slice_ev", "nr_switches", "last_qs", "qs_stretch_start",
-        "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since",
+        "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since", "trace_prev", "trace_np_start",
     )
 
     def __init__(self, cpu: int):
@@ -204,6 +209,11 @@ class CPU:
         self.rcu_next_report: int | None = None
         self.busy_ns = 0
         self.idle_since = 0
+        # recording only (kenv.trace): the task that last left this CPU, as
+        # the prev_* of the next sched_switch, and where the current
+        # non-preemptible stretch restarted after a cond_resched()
+        self.trace_prev: tuple | None = None
+        self.trace_np_start: int | None = None
 
     @property
     def nr_running(self) -> int:
@@ -267,6 +277,10 @@ class Kernel:
         self.sysctl_sched_min_granularity = 750_000 * factor
         self.sysctl_sched_wakeup_granularity = 1 * NSEC_PER_MSEC * factor
         self.sched_nr_latency = 8
+        if engine.recorder is not None:  # the machine's description, for trace headers
+            engine.recorder.instant("kernel", (name, 0), "kernel_boot", engine.now, nr_cpus=nr_cpus,
+                                    hz=self.HZ, preempt=preempt)
+            engine.recorder.finish_hooks.append(self._trace_finish)
 
     # ---------------------------------------------------------------- time
     @property
@@ -289,15 +303,80 @@ class Kernel:
         return (t // self.TICK_NSEC + 1) * self.TICK_NSEC
 
     # --------------------------------------------------------------- tracing
-    def _record_slice(self, cpu: int, name: str, start: int, end: int, cat: str = "task") -> None:
+    # Everything below runs only with a recorder attached (engine.recorder);
+    # tracks are (machine, cpu) with machine = this kernel's name, so two
+    # kernels on one engine (qperf's client and server) keep apart.
+    def _record_slice(self, cpu: int, name: str, start: int, end: int, cat: str = "task",
+                      **args: Any) -> None:
         rec = self.engine.recorder
-        if rec is not None and end > start:
-            rec.slice(cat, cpu, name, start, end)
+        if rec is not None and (end > start or (end == start and cat != "task")):
+            rec.slice(cat, (self.name, cpu), name, start, end, **args)
 
     def trace_instant(self, cpu: int, name: str, **args: Any) -> None:
         rec = self.engine.recorder
         if rec is not None:
-            rec.instant("kernel", cpu, name, self.engine.now, **args)
+            rec.instant("kernel", (self.name, cpu), name, self.engine.now, **args)
+
+    def _trace_switch_out(self, rq: CPU, p: Task, state: str) -> None:
+        """``p`` leaves ``rq`` (``state``: R+ preempted, S blocked, X exited):
+        its slice, and the prev_* fields of the sched_switch that follows."""
+        rec = self.engine.recorder
+        now = self.engine.now
+        prio = task_prio(p)
+        if now >= p._switched_in:  # zero-length too: cyclictest runs ~0 ns between its sleeps
+            rec.slice("task", (self.name, rq.id), p.comm, p._switched_in, now, pid=p.pid, prio=prio)
+        if state == "X":
+            rec.instant("sched", (self.name, rq.id), "sched_process_exit", now,
+                        comm=p.comm, pid=p.pid, prio=prio)
+        rq.trace_prev = (p.comm, p.pid, prio, state)
+
+    def _trace_switch(self, rq: CPU, nxt: Task | None, t: int) -> None:
+        """sched_switch on ``rq`` at ``t`` (``nxt`` None: to the idle task)."""
+        rec = self.engine.recorder
+        idle = (f"swapper/{rq.id}", 0, 120)
+        pc, pp, pprio, pstate = rq.trace_prev if rq.trace_prev is not None else idle + ("R",)
+        rq.trace_prev = None
+        nc, np_, nprio = (nxt.comm, nxt.pid, task_prio(nxt)) if nxt is not None else idle
+        track = (self.name, rq.id)
+        rec.instant("sched", track, "sched_switch", t, prev_comm=pc, prev_pid=pp, prev_prio=pprio,
+                    prev_state=pstate, next_comm=nc, next_pid=np_, next_prio=nprio)
+        rec.counter("runnable tasks", f"cpu{rq.id}", t, rq.nr_running, self.name)
+
+    def _trace_wakeup(self, rq: CPU, p: Task) -> None:
+        rec = self.engine.recorder
+        now = self.engine.now
+        rec.instant("sched", (self.name, rq.id), "sched_wakeup", now, comm=p.comm, pid=p.pid,
+                    prio=task_prio(p), target_cpu=rq.id)
+        rec.counter("runnable tasks", f"cpu{rq.id}", now, rq.nr_running, self.name)
+
+    def _trace_finish(self, rec: Any) -> None:
+        """Recording ends: what is still running (and still non-preemptible)
+        on each CPU gets its slice up to now, marked ``running``."""
+        if self.engine.recorder is not rec:
+            return
+        now = self.engine.now
+        for rq in self.cpus:
+            p = rq.curr
+            if p is not None and now >= p._switched_in:
+                rec.slice("task", (self.name, rq.id), p.comm, p._switched_in, now, pid=p.pid,
+                          prio=task_prio(p), running=True)
+            if rq.qs_stretch_start is not None:
+                self._trace_np_end(rq, reopen=True)
+
+    def _trace_np_end(self, rq: CPU, reopen: bool = False) -> None:
+        """A non-preemptible stretch on ``rq`` ends now (or pauses at a
+        cond_resched() that did not reschedule, ``reopen``).  On full/rt it is
+        a preempt_disable() section; on none/voluntary, kernel code from its
+        first instruction to the next context switch, return to user mode or
+        cond_resched() -- the stretch the RCU stall detector watches."""
+        start = rq.qs_stretch_start
+        if rq.trace_np_start is not None and rq.trace_np_start > start:
+            start = rq.trace_np_start
+        now = self.engine.now
+        rq.trace_np_start = now if reopen else None
+        if now > start:
+            name = "preempt_disable" if self.preemptible else f"non-preemptible kernel code ({self.preempt})"
+            self.engine.recorder.slice("nonpreempt", (self.name, rq.id), name, start, now)
 
     def BUG(self, msg: str, cpu: int = 0) -> None:
         """A kernel BUG/splat: recorded, never raised."""
@@ -338,7 +417,8 @@ class Kernel:
             # half a latency period of credit.
             p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
         self._enqueue(rq, p)
-        self.trace_instant(cpu, "sched_wakeup", comm=p.comm, pid=p.pid)
+        if self.engine.recorder is not None:
+            self._trace_wakeup(rq, p)
         self.check_preempt_curr(rq, p)
         return True
 
@@ -432,7 +512,8 @@ class Kernel:
 
     def _put_prev(self, rq: CPU, p: Task) -> None:
         """Put the preempted current task back on the runqueue (at the head for RT)."""
-        self._record_slice(rq.id, p.comm, p._switched_in, self.engine.now)
+        if self.engine.recorder is not None:
+            self._trace_switch_out(rq, p, "R+")
         rq.curr = None
         p.state = TASK_RUNNABLE
         if p.is_rt:
@@ -479,6 +560,8 @@ class Kernel:
         self._rcu_qs(rq)  # a context switch is a quiescent state
         if nxt is None:
             rq.idle_since = now
+            if self.engine.recorder is not None and rq.trace_prev is not None:
+                self._trace_switch(rq, None, max(now, rq.irq_until))
             return
         if rq.cfs_queue:
             rq.min_vruntime = max(rq.min_vruntime, min(t.vruntime for t in rq.cfs_queue + ([nxt] if not nxt.is_rt else [])))
@@ -490,7 +573,8 @@ class Kernel:
         nxt.cpu = rq.id
         start = max(now, rq.irq_until) + self.costs.context_switch_ns
         nxt._switched_in = start
-        self.trace_instant(rq.id, "sched_switch", next_comm=nxt.comm, next_pid=nxt.pid)
+        if self.engine.recorder is not None:
+            self._trace_switch(rq, nxt, start - self.costs.context_switch_ns)
         if not nxt.is_rt and rq.cfs_queue:
             self._arm_slice(rq)
         self.engine.at(start, self._continue, nxt)
@@ -575,7 +659,8 @@ class Kernel:
                 p.state = TASK_SLEEPING
                 p.nvcsw += 1
                 self._account_vruntime_leave(p)
-                self._record_slice(rq.id, p.comm, p._switched_in, self.engine.now)
+                if self.engine.recorder is not None:
+                    self._trace_switch_out(rq, p, "S")
                 rq.curr = None
                 self._schedule(rq)
                 return
@@ -587,6 +672,9 @@ class Kernel:
                     self._put_prev(rq, p)
                     self._schedule(rq)
                     return
+                if (req is COND_RESCHED and self.engine.recorder is not None
+                        and rq.qs_stretch_start is not None and not self.preemptible):
+                    self._trace_np_end(rq, reopen=True)  # a preemption point, not taken
                 continue
             raise TypeError(f"task {p.comm} yielded {req!r}; expected Run, RunUntil, BLOCK, COND_RESCHED")
 
@@ -639,7 +727,8 @@ class Kernel:
     def _exit(self, rq: CPU, p: Task) -> None:
         p.state = TASK_DEAD
         p._chunk = None
-        self._record_slice(rq.id, p.comm, p._switched_in, self.engine.now)
+        if self.engine.recorder is not None:
+            self._trace_switch_out(rq, p, "X")
         rq.curr = None
         for fn in p.on_exit:
             fn(p)
@@ -681,8 +770,7 @@ class Kernel:
         """A softirq vector (TIMER, NET_RX, ...) on ``cpu``, on the way out of an IRQ."""
         start = max(self.engine.now, self.cpus[cpu].irq_until)
         end = self.steal(cpu, cost_ns)
-        self._record_slice(cpu, f"softirq:{vec}" + (f" {label}" if label else ""), start, end,
-                           cat="softirq")
+        self._record_slice(cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
         if fn is not None:
             fn(*args)
         return end
@@ -690,6 +778,8 @@ class Kernel:
     # ---------------------------------------------------------------- RCU
     def _rcu_qs(self, rq: CPU) -> None:
         """rcu_qs(): this CPU passed a quiescent state."""
+        if rq.qs_stretch_start is not None and self.engine.recorder is not None:
+            self._trace_np_end(rq)
         rq.last_qs = self.engine.now
         rq.qs_stretch_start = None
 

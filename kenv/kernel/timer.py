@@ -139,9 +139,25 @@ class TimerWheel:
         timer.cpu = cpu
         timer.bucket_expiry = bucket_expiry
         timer._event = k.engine.at(k.tick_time(bucket_expiry), self._expire, timer)
+        rec = k.engine.recorder
+        if rec is not None:
+            # timer_start: the rounding of calc_index() shows as bucket_expiry - expires
+            lvl, _ = calc_wheel_index(timer.expires, clk, k.HZ)
+            rec.instant("timer", (k.name, cpu), "timer_start", k.now, timer=rec.ref(timer),
+                        function=timer.name, expires=timer.expires, timeout=timer.expires - clk,
+                        bucket_expiry=bucket_expiry, level=lvl, now=clk, cpu=cpu)
 
     def _expire(self, timer: timer_list) -> None:
         """__run_timers() -> expire_timers() -> call_timer_fn(), in TIMER_SOFTIRQ."""
         timer._event = None
         k = self.k
-        k.run_softirq(timer.cpu, "TIMER", timer.cost_ns, timer.function, timer, label=timer.name)
+        rec = k.engine.recorder
+        if rec is None:
+            k.run_softirq(timer.cpu, "TIMER", timer.cost_ns, timer.function, timer, label=timer.name)
+            return
+        cpu, expires, baseclk = timer.cpu, timer.expires, timer.bucket_expiry
+        start = max(k.now, k.cpus[cpu].irq_until)
+        end = k.run_softirq(cpu, "TIMER", timer.cost_ns, timer.function, timer, label=timer.name)
+        # timer_expire_entry .. timer_expire_exit, inside the TIMER softirq
+        rec.slice("timer", (k.name, cpu), timer.name, start, end, timer=rec.ref(timer),
+                  function=timer.name, expires=expires, now=k.jiffies_at(start), baseclk=baseclk)

@@ -53,9 +53,16 @@ class worker_pool:
             while self.worklist:
                 work = self.worklist.pop(0)
                 work.pending = False
+                rec = self.k.engine.recorder
+                if rec is not None:
+                    rec.instant("workqueue", (self.k.name, task.cpu), "workqueue_execute_start",
+                                self.k.now, work=rec.ref(work), function=work.name)
                 if work.cost_ns:
                     yield Run(work.cost_ns)
                 work.func(work)
+                if rec is not None:
+                    rec.instant("workqueue", (self.k.name, task.cpu), "workqueue_execute_end",
+                                self.k.now, work=rec.ref(work), function=work.name)
             yield BLOCK
 
 
@@ -83,7 +90,10 @@ def queue_work_on(k: Kernel, cpu: int, wq: workqueue_struct, work: work_struct) 
     work.pending = True
     pool = get_pool(k, cpu, wq)
     pool.worklist.append(work)
-    k.trace_instant(cpu, "workqueue_queue_work", workqueue=wq.name, function=work.name)
+    rec = k.engine.recorder
+    if rec is not None:
+        rec.instant("workqueue", (k.name, cpu), "workqueue_queue_work", k.now, work=rec.ref(work),
+                    function=work.name, workqueue=wq.name, req_cpu=cpu, cpu=cpu)
     k.wake_up_process(pool.worker)
     return True
 

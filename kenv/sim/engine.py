@@ -8,6 +8,10 @@ about kernels: the domain lives in the code that schedules events.
 A recorder (see :class:`Recorder`) may be attached to ``Engine.recorder``; the
 layers above call it to note what ran where.  With no recorder attached the
 hook costs one attribute test.
+
+Code that builds its Engine internally (the experiments, the environments'
+episodes) can still be recorded: inside ``with recording(rec):`` the next
+Engine created gets ``rec`` (see :func:`recording`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ class Engine:
         self.now = 0
         self._heap: list[tuple[int, int, Event]] = []
         self._seq = 0
-        self.recorder: Recorder | None = None
+        self.recorder: Recorder | None = _claim_recorder(self) if _PENDING else None
         self.events_run = 0
 
     def at(self, time: int, fn: Callable[..., Any], *args: Any) -> Event:
@@ -102,19 +106,89 @@ class Recorder:
 
     ``slice`` records a span on a track, ``instant`` a point event and
     ``counter`` a sampled value.  Tracks are (machine, cpu) pairs chosen by
-    the caller; the engine does not interpret them.
+    the caller; the engine does not interpret them.  ``engine`` is the
+    Engine it is attached to (by :class:`recording` or :meth:`attach`), ``ref(obj)`` a
+    small stable number per object (for pointer-like trace fields that must
+    not depend on ``id()``), ``finish_hooks`` callables run by
+    :meth:`finish` when recording ends.
     """
 
     def __init__(self) -> None:
-        self.slices: list[tuple[str, int, str, int, int, dict]] = []
-        self.instants: list[tuple[str, int, str, int, dict]] = []
-        self.counters: list[tuple[str, str, int, float]] = []
+        self.slices: list[tuple[str, Any, str, int, int, dict]] = []
+        self.instants: list[tuple[str, Any, str, int, dict]] = []
+        #: (name, series, t, value, track): ``track`` is a machine name or None
+        self.counters: list[tuple[str, str, int, float, Any]] = []
+        self.engine: Engine | None = None
+        self.finish_hooks: list[Callable[["Recorder"], None]] = []
+        self._refs: dict[int, tuple[int, Any]] = {}
 
-    def slice(self, cat: str, track: int, name: str, start: int, end: int, **args: Any) -> None:
+    def slice(self, cat: str, track: Any, name: str, start: int, end: int, **args: Any) -> None:
         self.slices.append((cat, track, name, start, end, args))
 
-    def instant(self, cat: str, track: int, name: str, t: int, **args: Any) -> None:
+    def instant(self, cat: str, track: Any, name: str, t: int, **args: Any) -> None:
         self.instants.append((cat, track, name, t, args))
 
-    def counter(self, name: str, series: str, t: int, value: float) -> None:
-        self.counters.append((name, series, t, value))
+    def counter(self, name: str, series: str, t: int, value: float, track: Any = None) -> None:
+        self.counters.append((name, series, t, value, track))
+
+    def ref(self, obj: Any) -> int:
+        """A number for ``obj``, 1, 2, ... in first-seen order (kept alive meanwhile)."""
+        r = self._refs.get(id(obj))
+        if r is None or r[1] is not obj:
+            r = self._refs[id(obj)] = (len(self._refs) + 1, obj)
+        return r[0]
+
+    def attach(self, engine: "Engine") -> "Recorder":
+        engine.recorder = self
+        self.engine = engine
+        return self
+
+    def finish(self) -> None:
+        """Recording ends: run the finish hooks once (e.g. close open samples)."""
+        hooks, self.finish_hooks = self.finish_hooks, []
+        for fn in hooks:
+            fn(self)
+
+
+#: Recorders waiting for the next Engine created (see :func:`recording`).
+_PENDING: list[list] = []
+
+
+def _claim_recorder(engine: Engine) -> "Recorder | None":
+    """Engine.__init__: give the innermost pending ``recording()`` its engine."""
+    slot = _PENDING[-1]
+    if slot[1] is not None:
+        return None
+    slot[1] = engine
+    slot[0].engine = engine
+    return slot[0]
+
+
+class recording:
+    """``with recording(rec) as rec:`` -- record the first Engine created inside the block.
+
+    The way to trace code that builds its Engine internally (an experiment's
+    ``run_*`` function, an environment's ``reset()``) without changing its
+    signature: ``Engine.__init__`` looks for a pending block (one test of a
+    module-level list) and attaches its recorder.  Only the *first* Engine
+    created in the block is recorded; later ones (e.g. the ``none`` baseline
+    that ``run_qperf_tcp_lat`` runs after the requested deferral) get no
+    recorder.  ``rec`` defaults to a new :class:`Recorder`; ``rec.engine``
+    is the engine recorded, or None if none was created.  Blocks nest: an
+    Engine goes to the innermost block, if that block has none yet.
+    """
+
+    def __init__(self, recorder: "Recorder | None" = None):
+        self.recorder = recorder if recorder is not None else Recorder()
+        self._slot: list | None = None
+
+    def __enter__(self) -> "Recorder":
+        self._slot = [self.recorder, None]
+        _PENDING.append(self._slot)
+        return self.recorder
+
+    def __exit__(self, *exc: Any) -> None:
+        for i in range(len(_PENDING) - 1, -1, -1):
+            if _PENDING[i] is self._slot:
+                del _PENDING[i]
+                break

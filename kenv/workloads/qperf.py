@@ -568,6 +568,12 @@ class QperfPair:
         self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
                                 self._jump_end, k, t)
         self.jumps += 1
+        rec = self.client.k.engine.recorder
+        if rec is not None:
+            # one slice per host for the k round trips skipped, not k * (events per round trip)
+            for ep in (self.client, self.server):
+                rec.slice("aggregated", (ep.k.name, ep.cpu), f"qperf: {k} round trips (aggregated)",
+                          t, t_resume, round_trips=k, rtt_ns=rtt, msg_size=self.wl.size)
         yield BLOCK
         # the jump's own block/wake moved min_vruntime; put back what k
         # steady round trips would have left

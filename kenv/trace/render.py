@@ -1,0 +1,197 @@
+"""A per-CPU timeline of one environment step as an RGB image (numpy only).
+
+What an env with ``render_mode="rgb_array"`` returns from ``render()``:
+a ``uint8`` array of shape ``(HEIGHT, WIDTH, 3)``, the same size on every
+call, so Gymnasium's ``RecordVideo`` can stitch frames into a video.
+
+Layout: a band at the top in the colour of the action taken (one colour per
+action index; one segment per dimension of a MultiDiscrete action); below,
+one row per CPU (every CPU of machines with 16 CPUs or fewer in all, else the
+CPUs that have run something since the episode began), in machine order with
+a gap between machines, time running left to right over the last step.  In
+a row: tasks in a colour per task name (idle is the dark row background),
+hard IRQs red, softirqs orange, timer callbacks yellow (lower half), a
+magenta bar along the top while the CPU is non-preemptible, aggregated qperf
+round trips grey with stripes.  CPU numbers are drawn in the left margin
+with a 3x5 pixel font when rows are tall enough.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..sim.engine import Recorder
+
+WIDTH = 640
+HEIGHT = 360
+TOP = 12          # action band
+LEFT = 16         # CPU labels
+MAX_ROW = 24
+MAX_ROWS = 160
+
+BG = (18, 18, 22)
+ROW = ((38, 38, 46), (44, 44, 54))
+HARDIRQ = (235, 45, 45)
+SOFTIRQ = (255, 150, 20)
+TIMER = (255, 225, 40)
+NONPREEMPT = (225, 40, 225)
+AGGREGATED = (150, 150, 150)
+SEPARATOR = (90, 90, 120)
+TASK_PALETTE = ((70, 140, 255), (60, 200, 120), (150, 110, 240), (40, 190, 200), (120, 200, 60),
+                (230, 120, 180), (90, 170, 170), (200, 180, 120), (110, 130, 200), (170, 220, 150))
+ACTION_PALETTE = ((80, 160, 255), (80, 220, 120), (240, 200, 60), (230, 100, 100), (190, 120, 240),
+                  (100, 220, 220), (240, 150, 80), (200, 200, 200))
+
+#: 3x5 digits, rows top to bottom, 3 bits each (MSB = left column)
+_DIGITS = {
+    "0": (7, 5, 5, 5, 7), "1": (2, 6, 2, 2, 7), "2": (7, 1, 7, 4, 7), "3": (7, 1, 7, 1, 7),
+    "4": (5, 5, 7, 1, 1), "5": (7, 4, 7, 1, 7), "6": (7, 4, 7, 5, 7), "7": (7, 1, 1, 1, 1),
+    "8": (7, 5, 7, 5, 7), "9": (7, 5, 7, 1, 7),
+}
+
+
+def task_color(comm: str) -> tuple[int, int, int]:
+    base = comm.split("/", 1)[0]  # every kworker/N:M alike
+    return TASK_PALETTE[zlib.crc32(base.encode()) % len(TASK_PALETTE)]
+
+
+def _text(img: np.ndarray, x_right: int, y: int, s: str, color=(200, 200, 200)) -> None:
+    x = x_right - 4 * len(s) + 1
+    for ch in s:
+        rows = _DIGITS.get(ch)
+        if rows is not None:
+            for dy, bits in enumerate(rows):
+                for dx in range(3):
+                    if bits & (4 >> dx):
+                        yy, xx = y + dy, x + dx
+                        if 0 <= yy < img.shape[0] and 0 <= xx < img.shape[1]:
+                            img[yy, xx] = color
+        x += 4
+
+
+class StepTimeline:
+    """Records the kernels of one episode and draws the last step.
+
+    Attaches a :class:`Recorder` to every engine of ``kernels`` that has
+    none; :meth:`begin_step` drops what the previous step recorded, so memory
+    holds one step.
+    """
+
+    def __init__(self, kernels: Sequence[Any], width: int = WIDTH, height: int = HEIGHT):
+        self.kernels = list(kernels)
+        self.width, self.height = width, height
+        self.rec = Recorder()
+        self.engines = []
+        for k in self.kernels:
+            if k.engine not in self.engines:
+                self.engines.append(k.engine)
+        for eng in self.engines:
+            if eng.recorder is None:
+                self.rec.attach(eng)
+        self.machine_index = {k.name: i for i, k in enumerate(self.kernels)}
+        # rows: every CPU on small machines; on big ones, the CPUs that have run something
+        self.rows: set[tuple[int, int]] = set()
+        if sum(k.nr_cpus for k in self.kernels) <= 16:
+            self.rows = {(i, c) for i, k in enumerate(self.kernels) for c in range(k.nr_cpus)}
+        self.t0 = self.t1 = self.now()
+        self.action: Any = None
+
+    def now(self) -> int:
+        return self.engines[0].now if self.engines else 0
+
+    def begin_step(self) -> None:
+        r = self.rec
+        r.slices.clear()
+        r.instants.clear()
+        r.counters.clear()
+        r._refs.clear()
+        self.t0 = self.now()
+
+    def end_step(self, action: Any = None) -> None:
+        self.t1 = self.now()
+        self.action = action
+
+    def _spans(self) -> list[tuple[str, tuple, str, int, int]]:
+        t0, t1 = self.t0, self.t1
+        out = [(cat, tr, name, max(s, t0), min(e, t1)) for cat, tr, name, s, e, _ in self.rec.slices
+               if isinstance(tr, tuple) and e >= t0 and s <= t1]
+        # still running at the end of the step: not recorded yet
+        for k in self.kernels:
+            for rq in k.cpus:
+                p = rq.curr
+                if p is not None and p._switched_in <= t1:
+                    out.append(("task", (k.name, rq.id), p.comm, max(p._switched_in, t0), t1))
+                if rq.qs_stretch_start is not None and rq.qs_stretch_start <= t1:
+                    s = rq.qs_stretch_start
+                    if rq.trace_np_start is not None:
+                        s = max(s, rq.trace_np_start)
+                    out.append(("nonpreempt", (k.name, rq.id), "", max(s, t0), t1))
+        return out
+
+    def frame(self) -> np.ndarray:
+        W, H = self.width, self.height
+        img = np.empty((H, W, 3), dtype=np.uint8)
+        img[:] = BG
+        if self.action is not None:
+            # one segment per action dimension (MultiDiscrete), coloured by its index
+            acts = [int(a) for a in np.asarray(self.action).reshape(-1)]
+            seg = (W - 1 - LEFT) // len(acts)
+            for i, a in enumerate(acts):
+                img[1:TOP - 2, LEFT + i * seg:LEFT + (i + 1) * seg - 2] = ACTION_PALETTE[a % len(ACTION_PALETTE)]
+        spans = self._spans()
+        for _, tr, _, _, _ in spans:
+            mi = self.machine_index.get(tr[0])
+            if mi is not None:
+                self.rows.add((mi, tr[1]))
+        rows = sorted(self.rows)[:MAX_ROWS]
+        if not rows:
+            return img
+        n_sep = len({m for m, _ in rows}) - 1
+        avail = H - TOP - 1 - 2 * n_sep
+        rh = max(1, min(MAX_ROW, avail // len(rows)))
+        y_of: dict[tuple[int, int], int] = {}
+        y = TOP
+        prev_m = rows[0][0]
+        for i, key in enumerate(rows):
+            if key[0] != prev_m:
+                img[y:y + 1, LEFT:W] = SEPARATOR
+                y += 2
+                prev_m = key[0]
+            y_of[key] = y
+            img[y:y + rh, LEFT:W] = ROW[i % 2]
+            if rh >= 6:
+                _text(img, LEFT - 3, y + (rh - 5) // 2, str(key[1]))
+            y += rh
+        plot_w = W - LEFT
+        t0, t1 = self.t0, self.t1
+        span = max(1, t1 - t0)
+        order = {"aggregated": 0, "task": 1, "timer": 4, "softirq": 3, "hardirq": 2, "nonpreempt": 5}
+        for cat, tr, name, s, e in sorted(spans, key=lambda x: order.get(x[0], 9)):
+            key = (self.machine_index.get(tr[0]), tr[1])
+            y0 = y_of.get(key)
+            if y0 is None:
+                continue
+            x0 = LEFT + int((s - t0) * plot_w // span)
+            x1 = max(x0 + 1, LEFT + int((e - t0) * plot_w // span))
+            x0, x1 = min(max(x0, LEFT), W - 1), min(max(x1, LEFT + 1), W)
+            if cat == "task":
+                img[y0:y0 + rh, x0:x1] = task_color(name)
+            elif cat == "hardirq":
+                img[y0:y0 + rh, x0:x1] = HARDIRQ
+            elif cat == "softirq":
+                img[y0:y0 + rh, x0:x1] = SOFTIRQ
+            elif cat == "timer":
+                img[y0 + rh // 2:y0 + rh, x0:x1] = TIMER
+            elif cat == "nonpreempt":
+                img[y0:y0 + max(1, rh // 5), x0:x1] = NONPREEMPT
+            elif cat == "aggregated":
+                block = img[y0:y0 + rh, x0:x1]
+                block[:] = AGGREGATED
+                block[:, ::4] = (110, 110, 110)
+        return img
+
+
+__all__ = ["HEIGHT", "StepTimeline", "WIDTH", "task_color"]
