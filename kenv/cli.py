@@ -4,6 +4,9 @@
     kenv reproduce [--json]        every seed figure: simulated vs published
     kenv evaluate --env ID ...     baselines side by side, with 95% confidence intervals
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
+    kenv train --config ppo ...    train an SB3 agent (agents/train.py)
+    kenv rediscover [--json]       train on every env; does the agent find the patch?
+    kenv trace experiment|env ...  record a run as Perfetto JSON or ftrace text (``kenv trace -h``)
 """
 
 from __future__ import annotations
@@ -54,6 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--env", action="append", default=None, help="only this env id (repeatable)")
     _add_common(b)
     b.set_defaults(_run=_bench)
+
+    tr = sub.add_parser("train", help="train an SB3 agent from an RL-Zoo-style YAML config (agents/train.py)")
+    _train_module().add_arguments(tr)
+    _add_common(tr)
+    tr.set_defaults(_run=lambda a: _train_module().run_from_args(a))
+
+    rd = sub.add_parser("rediscover", help="train on every env and check that the agent finds the patch")
+    _rediscover_module().add_arguments(rd)
+    rd.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    rd.set_defaults(_run=lambda a: _rediscover_module().run_from_args(a))
+
+    from .trace.cli import add_trace_parser
+    add_trace_parser(sub, _add_common)
     return parser
 
 
@@ -75,6 +91,18 @@ def _bench(args: argparse.Namespace):
     if args.steps < 1:
         raise ConfigError("steps", args.steps, "an integer >= 1")
     return run_bench(steps=args.steps, env_ids=args.env, seed=args.seed)
+
+
+def _train_module():
+    from agents import train
+
+    return train
+
+
+def _rediscover_module():
+    from agents import rediscover
+
+    return rediscover
 
 
 def main(argv: Sequence[str] | None = None) -> int:
