@@ -415,11 +415,7 @@ def test_rediscover_text_table(tmp_path, capsys):
 #: envs where PPO is known not to find the patch within the budget, and why.  Each runs
 #: one seed as a strict xfail: if it starts to match, the test fails and asks for the
 #: entry to be removed (and for the full five seeds to be run).
-NOT_YET_REDISCOVERED = {
-    "kenv/Kernel-v0": "the hwrng wait is an exploration trap at 10 ms steps: one hwrng_msleep(1000) in the first "
-                      "~23 steps sleeps the reader past the 48-step episode, so hwrng_yield pays only if chosen at "
-                      "every one of those steps; PPO settles on msleep (deferral and raid6 are learned)",
-}
+NOT_YET_REDISCOVERED: dict[str, str] = {}
 
 
 @pytest.mark.slow

@@ -82,8 +82,11 @@ class HwrngSubsystem:
                 "raw": {"hwrng_bytes": nbytes, "hwrng_bytes_per_s": bps, "spin_cpu_s": spin / NSEC_PER_SEC}}
 
     def observation(self) -> list[float]:
-        silent = self.params.silent_until_ns
-        return [float(silent is not None and self.k.now < silent)] + self.last
+        """[the generator is not producing yet (not probed, warm-up, silent period),
+        previous throughput, previous spin]"""
+        rng = self.core.rng if self.core is not None else None
+        idle = rng is None or rng.t_start is None or self.k.now < rng.t_start
+        return [float(idle)] + self.last
 
     def info(self) -> dict:
         return {"wait": str(self.wait), "reader_bytes": self.reader_bytes}
@@ -175,7 +178,7 @@ class HwrngWaitEnv(KenvEnv):
     | 4 | HZ / 1000 | 0 | 1 |
     | 5-6 | platform one-hot: rpi3bplus, bcm2835-kernelci | 0 | 1 |
     | 7 | 1 / number of CPUs | 0 | 1 |
-    | 8 | the generator is still in its silent period after boot | 0 | 1 |
+    | 8 | the generator is not producing yet (not probed, warming up, or silent) | 0 | 1 |
     | 9 | time since boot / 60 s (capped at 1) | 0 | 1 |
     | 10 | previous step's throughput component | 0 | 1 |
     | 11 | previous step's spin component (capped at 1) | 0 | 1 |
@@ -233,7 +236,7 @@ class HwrngWaitEnv(KenvEnv):
     }
     OBS_ROWS = KERNEL_CONFIG_ROWS + [
         ("platform == rpi3bplus", 0, 1), ("platform == bcm2835-kernelci", 0, 1),
-        ("1 / nr_cpus", 0, 1), ("generator silent", 0, 1), ("time since boot / 60 s", 0, 1),
+        ("1 / nr_cpus", 0, 1), ("generator not producing yet", 0, 1), ("time since boot / 60 s", 0, 1),
         ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
     ]
 
