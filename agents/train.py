@@ -65,7 +65,6 @@ import ast
 import csv
 import hashlib
 import importlib
-import importlib.resources
 import importlib.util
 import inspect
 import io
@@ -85,6 +84,7 @@ import numpy as np
 import yaml
 
 import kenv
+from kenv.envs.config import load_yaml, packaged_names
 from kenv.errors import ConfigError
 
 from .baselines import Policy, run_episode
@@ -247,35 +247,14 @@ def _linear_schedule(initial: float) -> _LinearSchedule:
 
 
 def packaged_train_configs() -> list[str]:
-    root = importlib.resources.files("kenv.configs") / "train"
-    try:
-        return sorted(p.name.rsplit(".", 1)[0] for p in root.iterdir() if p.name.endswith((".yaml", ".yml")))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    return packaged_names("train")
 
 
 def read_config_file(config: str | os.PathLike) -> tuple[dict, str]:
     """The mapping in a config file (a path, or a packaged name such as ``ppo``)."""
-    s = os.fspath(config)
-    if os.path.isfile(s):
-        label = s
-        with open(s, encoding="utf-8") as f:
-            text = f.read()
-    elif not s.endswith((".yaml", ".yml")) and os.sep not in s and s in packaged_train_configs():
-        label = f"configs/train/{s}.yaml"
-        text = (importlib.resources.files("kenv.configs") / "train" / f"{s}.yaml").read_text("utf-8")
-    else:
-        raise ConfigError("--config", s, "an existing YAML file, or a packaged config: "
-                          + ", ".join(packaged_train_configs()))
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(label, f"malformed YAML{where}", f"valid YAML ({getattr(e, 'problem', e)})") from None
-    if not isinstance(data, dict) or not data:
-        raise ConfigError(label, type(data).__name__ if not isinstance(data, dict) else "{}",
-                          "a YAML mapping of env id -> hyperparameters (RL Zoo format)")
+    data, label = load_yaml("train", config, field="--config")
+    if not data:
+        raise ConfigError(label, "{}", "a YAML mapping of env id -> hyperparameters (RL Zoo format)")
     return data, label
 
 

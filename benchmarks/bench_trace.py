@@ -24,6 +24,7 @@ import sys
 import time
 
 import gymnasium as gym
+from _common import best_of, cartpole_reference
 
 #: (label, module, function, kwargs, runs per measurement)
 EXPERIMENTS = [
@@ -47,20 +48,6 @@ EXPERIMENTS = [
 ENV_IDS = ["kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", "kenv/Kernel-v0"]
 
 
-def cartpole(steps: int) -> float:
-    env = gym.make("CartPole-v1")
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, term, trunc, _ = env.step(env.action_space.sample())
-        if term or trunc:
-            env.reset()
-    dt = time.perf_counter() - t0
-    env.close()
-    return dt
-
-
 def env_steps(env_id: str, steps: int, seed: int = 0, **kwargs) -> float:
     env = gym.make(env_id, **kwargs)
     env.action_space.seed(seed)
@@ -73,16 +60,6 @@ def env_steps(env_id: str, steps: int, seed: int = 0, **kwargs) -> float:
     dt = time.perf_counter() - t0
     env.close()
     return dt
-
-
-def best_of(n: int, fn) -> float:
-    return min(_timed(fn) for _ in range(n))
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def _recording_ctx(on: bool):
@@ -110,24 +87,24 @@ def main() -> None:
     except ImportError:  # a tree from before kenv.trace
         modes = [False]
 
-    cartpole(500)  # warm-up
+    cartpole_reference(500)  # warm-up
     rows = []
     for label, mod, fn, kw, reps in EXPERIMENTS:
         run = getattr(importlib.import_module(mod), fn)
         for on in modes:
-            ref = best_of(args.repeat, lambda: cartpole(args.cartpole_steps))
+            ref, _ = best_of(args.repeat, lambda: cartpole_reference(args.cartpole_steps))
 
             def once(run=run, kw=kw, on=on, reps=reps):
                 for _ in range(reps):
                     with _recording_ctx(on):
                         run(**kw)
             once(reps=1)  # warm-up (first-call costs)
-            wall = best_of(args.repeat, once) / reps
+            wall = best_of(args.repeat, once)[0] / reps
             rows.append({"what": label, "recording": "on" if on else "off", "wall_s": wall,
                          "ratio_to_cartpole": wall / ref})
     for env_id in ENV_IDS:
         for on in modes:
-            ref = best_of(args.repeat, lambda: cartpole(args.cartpole_steps))
+            ref, _ = best_of(args.repeat, lambda: cartpole_reference(args.cartpole_steps))
 
             # "on" for an env is render_mode="rgb_array": a recorder on the episode's
             # engine, keeping the last step (what RecordVideo needs); frames not drawn
@@ -136,7 +113,7 @@ def main() -> None:
             def once(env_id=env_id, kw=kw):
                 env_steps(env_id, args.env_steps, **kw)
             env_steps(env_id, 50, **kw)  # warm-up
-            wall = best_of(args.repeat, once)
+            wall, _ = best_of(args.repeat, once)
             rows.append({"what": f"{env_id} x{args.env_steps} steps", "recording": "on" if on else "off",
                          "wall_s": wall, "ratio_to_cartpole": wall / ref})
     out = {"kenv": sys.modules["kenv"].__file__, "cartpole_steps": args.cartpole_steps, "rows": rows}

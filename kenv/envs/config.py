@@ -25,25 +25,27 @@ def packaged_names(kind: str) -> list[str]:
         return []
 
 
-def load_yaml(kind: str, name_or_path: str | os.PathLike) -> tuple[dict, str]:
-    """Load ``configs/<kind>/<name>.yaml`` (packaged) or a YAML file path.
+def load_yaml(kind: str, name_or_path: str | os.PathLike, field: str | None = None) -> tuple[dict, str]:
+    """Load a YAML file by path, or ``configs/<kind>/<name>.yaml`` (packaged) by name.
 
-    Returns the mapping and a label for error messages.
+    Returns the mapping and a label for error messages; ``field`` names the
+    argument in those messages (default: ``kind``).
     """
     s = os.fspath(name_or_path)
-    if s.endswith((".yaml", ".yml")) or os.sep in s:
+    field = field or kind
+    names = packaged_names(kind)
+    if os.path.isfile(s):
         label = s
         try:
             with open(s, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
-            raise ConfigError(kind, s, f"a readable YAML file ({e.strerror})") from None
-    else:
-        names = packaged_names(kind)
-        if s not in names:
-            raise ConfigError(kind, s, ", ".join(names) + " or a path to a .yaml file")
+            raise ConfigError(field, s, f"a readable YAML file ({e.strerror})") from None
+    elif s in names:
         label = f"configs/{kind}/{s}.yaml"
         text = (importlib.resources.files("kenv.configs") / kind / f"{s}.yaml").read_text("utf-8")
+    else:
+        raise ConfigError(field, s, "an existing YAML file, or a packaged name: " + ", ".join(names))
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
