@@ -21,7 +21,7 @@ from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: a step ends when the reader's read(2) returns, or after this much simulated time
-STEP_LIMIT_NS = NSEC_PER_SEC
+STEP_LIMIT_NS = 5 * NSEC_PER_SEC
 
 
 class HwrngSubsystem:
@@ -82,11 +82,11 @@ class HwrngSubsystem:
                 "raw": {"hwrng_bytes": nbytes, "hwrng_bytes_per_s": bps, "spin_cpu_s": spin / NSEC_PER_SEC}}
 
     def observation(self) -> list[float]:
-        """[the generator is not producing yet (not probed, warm-up, silent period),
-        previous throughput, previous spin]"""
-        rng = self.core.rng if self.core is not None else None
-        idle = rng is None or rng.t_start is None or self.k.now < rng.t_start
-        return [float(idle)] + self.last
+        """[the reader has not had a byte yet, previous throughput, previous spin].
+
+        Only what a reader can know: not whether the generator is warming up or
+        silent (the driver cannot see that either, it polls RNG_STATUS)."""
+        return [float(self.reader_bytes == 0)] + self.last
 
     def info(self) -> dict:
         return {"wait": str(self.wait), "reader_bytes": self.reader_bytes}
@@ -118,6 +118,10 @@ class _HwrngEpisode:
         self.pool = InputPool(self.k)
         self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]))
+        # boot until the rng has registered and discarded its warm-up numbers:
+        # the first step starts with the hwrng kthread and the reader at
+        # /dev/hwrng and the generator running (unless the board keeps it silent)
+        self.k.run(until=params.probe_ns + params.warmup_ns)
 
     @property
     def now_s(self) -> float:
@@ -178,7 +182,7 @@ class HwrngWaitEnv(KenvEnv):
     | 4 | HZ / 1000 | 0 | 1 |
     | 5-6 | platform one-hot: rpi3bplus, bcm2835-kernelci | 0 | 1 |
     | 7 | 1 / number of CPUs | 0 | 1 |
-    | 8 | the generator is not producing yet (not probed, warming up, or silent) | 0 | 1 |
+    | 8 | the reader has not had a byte from /dev/hwrng yet | 0 | 1 |
     | 9 | time since boot / 60 s (capped at 1) | 0 | 1 |
     | 10 | previous step's throughput component | 0 | 1 |
     | 11 | previous step's spin component (capped at 1) | 0 | 1 |
@@ -196,13 +200,15 @@ class HwrngWaitEnv(KenvEnv):
 
     ## Starting State
 
-    Boot (t = 0) of a board drawn from the mix (``configs/scenarios/hwrng.yaml``);
-    the first step starts the rng probe, the ``hwrng`` kthread and the reader.
+    A board drawn from the mix (``configs/scenarios/hwrng.yaml``), booted
+    until the rng has registered and discarded its warm-up numbers: the
+    ``hwrng`` kthread and a reader are at /dev/hwrng, the crng is not READY yet
+    (on bcm2835-kernelci the generator stays silent until 30 s after boot).
 
     ## Episode End
 
     No terminal state; truncated at 48 steps by the TimeLimit.  A step lasts
-    until the reader's ``read(bs)`` returns, or 1 s of simulated time.
+    until the reader's ``read(bs)`` returns, or 5 s of simulated time.
 
     ## Arguments
 
@@ -236,7 +242,7 @@ class HwrngWaitEnv(KenvEnv):
     }
     OBS_ROWS = KERNEL_CONFIG_ROWS + [
         ("platform == rpi3bplus", 0, 1), ("platform == bcm2835-kernelci", 0, 1),
-        ("1 / nr_cpus", 0, 1), ("generator not producing yet", 0, 1), ("time since boot / 60 s", 0, 1),
+        ("1 / nr_cpus", 0, 1), ("reader has had no byte yet", 0, 1), ("time since boot / 60 s", 0, 1),
         ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
     ]
 
