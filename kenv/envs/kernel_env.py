@@ -11,14 +11,12 @@ from gymnasium import spaces
 from ..drivers.hwrng import parse_wait
 from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
-from ..kernel.core import PREEMPT_MODELS
-from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
 from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, kernel_info, pool_info
 from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
-from .random_mix import SIZES, QperfSubsystem, RandomMixEnv, resolve_machine
+from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, resolve_machine
 
 #: the decisions, in the order of the MultiDiscrete action
 DIMENSIONS = ("deferral", "wait", "raid6")
@@ -205,12 +203,7 @@ class KernelEnv(KenvEnv):
     PATCHED = tuple(_SINGLE[d].PATCHED for d in DIMENSIONS)
     DEFAULT_SCENARIO = "kernel"
     SCENARIO_FIELDS = {
-        "platform": ("x86-ib40g",),
-        "preempt": ("platform",) + PREEMPT_MODELS,
-        "hz": ("platform",) + ALLOWED_HZ,
-        "msg_size": SIZES,
-        "threshold": (1024, 64),
-        "step_ms": (5, 10, 20, 50),
+        **QPERF_SCENARIO_FIELDS,
         "reader_bs": (4, 16, 64, 256),
         "silent_s": (0, 1, 5),
         "load": LOADS,

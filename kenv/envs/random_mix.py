@@ -17,6 +17,16 @@ from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
+#: the scenario fields of a qperf machine (RandomMix-v0, and Kernel-v0 extends them)
+QPERF_SCENARIO_FIELDS = {
+    "platform": ("x86-ib40g",),
+    "preempt": ("platform",) + PREEMPT_MODELS,
+    "hz": ("platform",) + ALLOWED_HZ,
+    "msg_size": SIZES,
+    "threshold": (1024, 64),
+    "step_ms": (5, 10, 20, 50, 100),
+}
+
 
 class QperfSubsystem:
     """Two booted hosts of ``plat`` and one qperf tcp_lat client/server pair at
@@ -202,14 +212,7 @@ class RandomMixEnv(KenvEnv):
     PRE_PATCH = "workqueue"
     PATCHED = "timer"
     DEFAULT_SCENARIO = "randommix"
-    SCENARIO_FIELDS = {
-        "platform": ("x86-ib40g",),
-        "preempt": ("platform",) + PREEMPT_MODELS,
-        "hz": ("platform",) + ALLOWED_HZ,
-        "msg_size": SIZES,
-        "threshold": (1024, 64),
-        "step_ms": (5, 10, 20, 50, 100),
-    }
+    SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
     OBS_ROWS = KERNEL_CONFIG_ROWS + [
         ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
         ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
