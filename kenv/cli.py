@@ -25,19 +25,19 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .experiments import experiments
+    from .experiments import add_experiment_parsers
 
     parser = argparse.ArgumentParser(prog="kenv", description="kenv: a simulated Linux kernel as a Gymnasium environment")
     sub = parser.add_subparsers(dest="command", required=True)
 
     exp = sub.add_parser("experiment", help="run one seed experiment")
     exp_sub = exp.add_subparsers(dest="experiment", required=True)
-    for name, mod in experiments().items():
-        p = exp_sub.add_parser(name, help=mod.HELP, description=mod.__doc__,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
-        mod.add_arguments(p)
+
+    def configure(p: argparse.ArgumentParser, name: str, mod) -> None:
         _add_common(p)
         p.set_defaults(_run=mod.run_from_args)
+
+    add_experiment_parsers(exp_sub, configure)
 
     rep = sub.add_parser("reproduce", help="every published seed figure: simulated vs published")
     _add_common(rep)

@@ -148,10 +148,10 @@ class _Raid6Episode:
         return m
 
     def observation(self) -> list[float]:
+        r6 = self.r6.observation()
         return (kernel_config_features(self.preempt, self.hz)
                 + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
-                + self.r6.observation()[:2] + [float(self.kernel_version == "5.17")]
-                + self.r6.observation()[2:])
+                + r6[:2] + [float(self.kernel_version == "5.17")] + r6[2:])
 
     def info(self) -> dict:
         return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,

@@ -16,9 +16,11 @@ simulator.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 from dataclasses import asdict, dataclass
 from types import ModuleType
+from typing import Any, Callable
 
 #: experiment name -> module, in the order ``kenv reproduce`` runs them
 _MODULES = {
@@ -65,4 +67,15 @@ def experiments() -> dict[str, ModuleType]:
     return out
 
 
-__all__ = ["ReproRow", "experiments"]
+def add_experiment_parsers(subparsers: Any,
+                           configure: Callable[[argparse.ArgumentParser, str, ModuleType], None]) -> None:
+    """One subparser per experiment with its own flags; ``configure(parser, name,
+    module)`` adds what the calling command needs (common flags, what to run)."""
+    for name, mod in experiments().items():
+        p = subparsers.add_parser(name, help=mod.HELP, description=mod.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        configure(p, name, mod)
+
+
+__all__ = ["ReproRow", "add_experiment_parsers", "experiments"]

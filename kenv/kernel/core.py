@@ -658,7 +658,6 @@ class Kernel:
                     continue
                 p.state = TASK_SLEEPING
                 p.nvcsw += 1
-                self._account_vruntime_leave(p)
                 if self.engine.recorder is not None:
                     self._trace_switch_out(rq, p, "S")
                 rq.curr = None
@@ -677,9 +676,6 @@ class Kernel:
                     self._trace_np_end(rq, reopen=True)  # a preemption point, not taken
                 continue
             raise TypeError(f"task {p.comm} yielded {req!r}; expected Run, RunUntil, BLOCK, COND_RESCHED")
-
-    def _account_vruntime_leave(self, p: Task) -> None:
-        pass  # vruntime is charged per chunk in _stop_chunk / _chunk_done
 
     def _start_chunk(self, p: Task) -> None:
         rq = self.cpus[p.cpu]

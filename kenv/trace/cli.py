@@ -46,20 +46,20 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``trace`` to the ``kenv`` subcommands; ``add_common`` adds --json/--seed."""
-    from ..experiments import experiments
+    from ..experiments import add_experiment_parsers
 
     tp = sub.add_parser("trace", help="record a run and write it as Perfetto JSON or ftrace text",
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     tsub = tp.add_subparsers(dest="trace_what", required=True)
     te = tsub.add_parser("experiment", help="record one seed experiment (same flags as kenv experiment)")
     esub = te.add_subparsers(dest="experiment", required=True)
-    for name, mod in experiments().items():
-        p = esub.add_parser(name, help=mod.HELP, description=mod.__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        mod.add_arguments(p)
+
+    def configure(p: argparse.ArgumentParser, name: str, mod) -> None:
         add_common(p)
         _add_output(p)
         p.set_defaults(_run=functools.partial(run_trace_experiment, name=name, mod=mod))
+
+    add_experiment_parsers(esub, configure)
     tv = tsub.add_parser("env", help="record an environment episode played by a baseline or a trained model")
     tv.add_argument("--env", required=True, help="environment id, e.g. kenv/HwrngWait-v0")
     g = tv.add_mutually_exclusive_group(required=True)
