@@ -314,3 +314,59 @@ def test_engine_clock_is_monotone_with_ties_in_order():
     assert out == ["early", 0, 1, 2, 3, 4]
     with pytest.raises(ValueError):
         e.at(10, out.append, "past")
+
+
+def test_engine_advance_only_when_it_would_be_the_next_event():
+    """Engine.advance(t) stands for "schedule at t" when that event would be run next."""
+    e = Engine()
+    seen = []
+
+    def handler():
+        seen.append(("ok", e.advance(150), e.now))      # nothing pending before 200: advance
+        seen.append(("tie", e.advance(200), e.now))     # an event at 200 is already pending: no
+        seen.append(("until", e.advance(400), e.now))   # beyond until: no
+
+    e.at(100, handler)
+    e.at(200, seen.append, "at 200")
+    assert not e.advance(10)                            # not inside run(): no
+    e.run(until=300)
+    assert seen == [("ok", True, 150), ("tie", False, 150), ("until", False, 150), "at 200"]
+    assert e.events_run == 3                            # the advance counts as an event
+    stop = Engine()
+    stopped = []
+    stop.at(5, lambda: stopped.append(stop.advance(6)))
+    stop.run(stop=lambda: True)
+    assert stopped == [False]                           # the loop would stop here: no
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 50_000), st.booleans()), min_size=1, max_size=30))
+def test_inlined_chunks_change_no_timing(ops):
+    """Tasks with interleaved CPU chunks, spins and sleeps finish at the same
+    times whether chunk ends go through the heap or are inlined by advance()."""
+    class HeapOnly(Engine):
+        __slots__ = ()
+
+        def advance(self, time):
+            return False
+
+    def run(inline):
+        k = Kernel(Engine() if inline else HeapOnly(), nr_cpus=2, hz=250, preempt="full", costs=COSTS)
+        ends = {}
+
+        def body(task, n):
+            for op, ns, spin in ops:
+                if (op + n) % 3 == 0:
+                    yield from schedule_timeout(task, 1)
+                elif spin:
+                    yield RunUntil(k.now + ns)
+                else:
+                    yield Run(ns)
+            ends[task.comm] = (k.now, task.sum_exec_runtime, task.nvcsw, task.nivcsw)
+
+        for n in range(3):
+            k.kthread_run(lambda t, n=n: body(t, n), f"t{n}", cpu=n % 2)
+        k.run()
+        return ends, [(c.nr_switches, c.busy_ns) for c in k.cpus]
+
+    assert run(True) == run(False)

@@ -133,7 +133,7 @@ class Task:
         "cpu", "state", "preempt_count", "migrate_disable", "gen", "vruntime",
         "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
         "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
-        "_user", "exit_value", "on_exit", "_started", "_switched_in",
+        "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt",
     )
 
     def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
@@ -144,6 +144,7 @@ class Task:
         self.pid = k._next_pid
         self.comm = comm
         self.policy = policy
+        self.is_rt = policy == SCHED_FIFO   # the policy is fixed at creation here
         self.rt_priority = rt_priority
         if not -20 <= nice <= 19:
             raise ConfigError("nice", nice, "-20..19")
@@ -177,9 +178,6 @@ class Task:
     def __repr__(self) -> str:
         return f"<{self.comm}-{self.pid} cpu{self.cpu} {self.state}>"
 
-    @property
-    def is_rt(self) -> bool:
-        return self.policy == SCHED_FIFO
 
 
 class CPU:
@@ -600,15 +598,21 @@ class Kernel:
     def _continue(self, p: Task) -> None:
         if p.state != TASK_RUNNING or self.cpus[p.cpu].curr is not p:
             return
-        if p._chunk is not None:
-            self._start_chunk(p)
-        else:
+        if p._chunk is None:
             self._step(p, p._value)
+        elif self._start_chunk(p):
+            self._step(p, self._finish_chunk(p))
 
     def _step(self, p: Task, value: Any) -> None:
-        """Resume the task's generator until it asks for CPU time or sleeps."""
+        """Resume the task's generator until it asks for CPU time or sleeps.
+
+        A chunk of CPU time that would be the engine's very next event is
+        completed here, in the loop (:meth:`Engine.advance`), rather than
+        through the heap: the same events in the same order, fewer heap
+        operations."""
         rq = self.cpus[p.cpu]
         gen = p.gen
+        engine = self.engine
         while True:
             try:
                 req = gen.send(value) if p._started else next(gen)
@@ -634,23 +638,28 @@ class Kernel:
                         self._put_prev(rq, p)
                         self._schedule(rq)
                         return
-                else:
+                elif not self.preemptible and rq.qs_stretch_start is None:
                     self._rcu_stretch_begin(rq)
                 p._chunk = "run"
                 p._remaining = req.ns
                 p._user = req.user
-                self._start_chunk(p)
+                if self._start_chunk(p):
+                    value = self._finish_chunk(p)
+                    continue
                 return
             if cls is RunUntil:
-                if req.t <= self.engine.now:
+                if req.t <= engine.now:
                     value = 0
                     continue
-                self._rcu_stretch_begin(rq)
+                if not self.preemptible and rq.qs_stretch_start is None:
+                    self._rcu_stretch_begin(rq)
                 p._chunk = "spin"
                 p._spin_until = req.t
                 p._spin_cpu = 0
                 p._user = False
-                self._start_chunk(p)
+                if self._start_chunk(p):
+                    value = self._finish_chunk(p)
+                    continue
                 return
             if req is BLOCK:
                 if p._wake_pending:
@@ -658,7 +667,7 @@ class Kernel:
                     continue
                 p.state = TASK_SLEEPING
                 p.nvcsw += 1
-                if self.engine.recorder is not None:
+                if engine.recorder is not None:
                     self._trace_switch_out(rq, p, "S")
                 rq.curr = None
                 self._schedule(rq)
@@ -671,28 +680,39 @@ class Kernel:
                     self._put_prev(rq, p)
                     self._schedule(rq)
                     return
-                if (req is COND_RESCHED and self.engine.recorder is not None
+                if (req is COND_RESCHED and engine.recorder is not None
                         and rq.qs_stretch_start is not None and not self.preemptible):
                     self._trace_np_end(rq, reopen=True)  # a preemption point, not taken
                 continue
             raise TypeError(f"task {p.comm} yielded {req!r}; expected Run, RunUntil, BLOCK, COND_RESCHED")
 
-    def _start_chunk(self, p: Task) -> None:
+    def _start_chunk(self, p: Task) -> bool:
+        """Start (or resume) the task's chunk.  Returns True if the chunk is
+        over already: its end is the engine's next event and the clock has
+        moved there (the caller finishes it); False if it is scheduled."""
         rq = self.cpus[p.cpu]
-        now = self.engine.now
-        t0 = max(now, rq.irq_until)
+        engine = self.engine
+        now = engine.now
+        irq_until = rq.irq_until
+        t0 = now if now >= irq_until else irq_until
         p._chunk_start = now
         p._chunk_stolen = t0 - now
         if p._chunk == "run":
             end = t0 + p._remaining
         else:
-            end = max(t0, p._spin_until)
-        p._chunk_ev = self.engine.at(end, self._chunk_done, p)
-        if rq.need_resched and self._preemptible_now(rq):
+            end = p._spin_until if p._spin_until > t0 else t0
+        preempt = rq.need_resched and self._preemptible_now(rq)
+        if not preempt and engine.advance(end):
+            return True
+        p._chunk_ev = engine.at(end, self._chunk_done, p)
+        if preempt:
             self._schedule_preempt(rq)
+        return False
 
     def _charge(self, p: Task) -> int:
-        ran = max(0, self.engine.now - p._chunk_start - p._chunk_stolen)
+        ran = self.engine.now - p._chunk_start - p._chunk_stolen
+        if ran < 0:
+            ran = 0
         p.sum_exec_runtime += ran
         self.cpus[p.cpu].busy_ns += ran
         if not p.is_rt:
@@ -710,15 +730,18 @@ class Kernel:
         elif p._chunk == "spin":
             p._spin_cpu += ran
 
-    def _chunk_done(self, p: Task) -> None:
+    def _finish_chunk(self, p: Task) -> Any:
+        """The chunk ended: charge it; the value for the task (a spin's CPU time)."""
         p._chunk_ev = None
         ran = self._charge(p)
         kind = p._chunk
         p._chunk = None
-        value = None
         if kind == "spin":
-            value = p._spin_cpu + ran
-        self._step(p, value)
+            return p._spin_cpu + ran
+        return None
+
+    def _chunk_done(self, p: Task) -> None:
+        self._step(p, self._finish_chunk(p))
 
     def _exit(self, rq: CPU, p: Task) -> None:
         p.state = TASK_DEAD
