@@ -133,7 +133,7 @@ class Task:
         "cpu", "state", "preempt_count", "migrate_disable", "gen", "vruntime",
         "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
         "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
-        "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt",
+        "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt", "woken_ns",
     )
 
     def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
@@ -174,6 +174,7 @@ class Task:
         self.on_exit: list[Callable[["Task"], None]] = []
         self._started = False
         self._switched_in = 0
+        self.woken_ns: int | None = None  # when try_to_wake_up() last made it runnable
 
     def __repr__(self) -> str:
         return f"<{self.comm}-{self.pid} cpu{self.cpu} {self.state}>"
@@ -187,6 +188,7 @@ class CPU:
         "id", "curr", "rt_queue", "cfs_queue", "need_resched", "irq_until", "min_vruntime",
         "_kick_ev", "_preempt_ev", "_slice_ev", "nr_switches", "last_qs", "qs_stretch_start",
         "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since", "trace_prev", "trace_np_start",
+        "ff",
     )
 
     def __init__(self, cpu: int):
@@ -212,6 +214,11 @@ class CPU:
         # non-preemptible stretch restarted after a cond_resched()
         self.trace_prev: tuple | None = None
         self.trace_np_start: int | None = None
+        # A fast-forward in progress on this CPU (kenv.drivers.hwrng_ff) that
+        # must hear of anything else that happens here: ``ff.disturb(kind,
+        # start, end, task)`` is called before a task is enqueued ("enqueue",
+        # the task) or an interrupt steals time ("irq", None) on this CPU.
+        self.ff = None
 
     @property
     def nr_running(self) -> int:
@@ -407,6 +414,7 @@ class Kernel:
             p._wake_pending = True
             return False
         p._value = value
+        p.woken_ns = self.engine.now
         cpu = self.select_task_rq(p)
         p.cpu = cpu
         rq = self.cpus[cpu]
@@ -434,6 +442,8 @@ class Kernel:
         return p.cpu
 
     def _enqueue(self, rq: CPU, p: Task) -> None:
+        if rq.ff is not None:
+            rq.ff.disturb("enqueue", self.engine.now, self.engine.now, p)
         p.state = TASK_RUNNABLE
         if p.is_rt:
             # FIFO within a priority, highest priority first.
@@ -753,6 +763,18 @@ class Kernel:
             fn(p)
         self._schedule(rq)
 
+    def end_spin(self, p: Task, t: int) -> None:
+        """A task busy-waiting in ``RunUntil`` stops at ``t`` (>= now) instead
+        (for a fast-forward cut short: kenv.drivers.hwrng_ff)."""
+        if p._chunk != "spin":
+            return
+        p._spin_until = t
+        ev = p._chunk_ev
+        if ev is not None and ev.pending and ev.time > t:
+            ev.cancel()
+            p._chunk_ev = self.engine.at(max(t, self.engine.now, self.cpus[p.cpu].irq_until),
+                                         self._chunk_done, p)
+
     # --------------------------------------------------- interrupt context
     def steal(self, cpu: int, duration: int) -> int:
         """Interrupt context runs on ``cpu`` for ``duration`` ns, stealing it
@@ -761,6 +783,8 @@ class Kernel:
         now = self.engine.now
         start = max(now, rq.irq_until)
         end = start + duration
+        if rq.ff is not None:
+            rq.ff.disturb("irq", start, end, None)
         rq.irq_until = end
         curr = rq.curr
         if curr is not None and curr._chunk_ev is not None and duration > 0:

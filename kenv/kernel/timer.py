@@ -100,11 +100,14 @@ class TimerWheel:
     """Per-CPU timer bases of one simulated kernel.
 
     A pending timer is one engine event at the tick of its bucket expiry, so
-    the cost is per timer, not per jiffy.
+    the cost is per timer, not per jiffy.  Each base knows its pending timers
+    (``next_expiry(cpu)``, as ``timer_base->next_expiry`` does in the kernel).
     """
 
     def __init__(self, kernel: "Kernel"):
         self.k = kernel
+        #: cpu -> the timers pending on that CPU's base
+        self._bases: dict[int, set] = {}
 
     def add_timer_on(self, timer: timer_list, cpu: int) -> None:
         """add_timer_on(): queue ``timer`` on ``cpu``'s base (must not be pending)."""
@@ -127,8 +130,16 @@ class TimerWheel:
         if timer_pending(timer):
             timer._event.cancel()
             timer._event = None
+            self._bases[timer.cpu].discard(timer)
             return True
         return False
+
+    def next_expiry(self, cpu: int) -> int | None:
+        """The earliest bucket expiry (in jiffies) pending on ``cpu``'s base, or None."""
+        base = self._bases.get(cpu)
+        if not base:
+            return None
+        return min(t.bucket_expiry for t in base)
 
     def _enqueue(self, timer: timer_list, cpu: int) -> None:
         k = self.k
@@ -136,9 +147,7 @@ class TimerWheel:
         _, bucket_expiry = calc_wheel_index(timer.expires, clk, k.HZ)
         if bucket_expiry <= clk:
             bucket_expiry = clk + 1  # an expired timer runs at the next tick
-        timer.cpu = cpu
-        timer.bucket_expiry = bucket_expiry
-        timer._event = k.engine.at(k.tick_time(bucket_expiry), self._expire, timer)
+        self.enqueue_bucket(timer, cpu, bucket_expiry)
         rec = k.engine.recorder
         if rec is not None:
             # timer_start: the rounding of calc_index() shows as bucket_expiry - expires
@@ -147,9 +156,24 @@ class TimerWheel:
                         function=timer.name, expires=timer.expires, timeout=timer.expires - clk,
                         bucket_expiry=bucket_expiry, level=lvl, now=clk, cpu=cpu)
 
+    def enqueue_bucket(self, timer: timer_list, cpu: int, bucket_expiry: int) -> None:
+        """Put ``timer`` in the bucket that fires when jiffies reaches
+        ``bucket_expiry`` (> jiffies), bypassing ``calc_wheel_index()``: for a
+        caller that knows which bucket the timer of a skipped sleep would have
+        been in (kenv.drivers.hwrng_ff)."""
+        k = self.k
+        timer.cpu = cpu
+        timer.bucket_expiry = bucket_expiry
+        timer._event = k.engine.at(k.tick_time(bucket_expiry), self._expire, timer)
+        base = self._bases.get(cpu)
+        if base is None:
+            base = self._bases[cpu] = set()
+        base.add(timer)
+
     def _expire(self, timer: timer_list) -> None:
         """__run_timers() -> expire_timers() -> call_timer_fn(), in TIMER_SOFTIRQ."""
         timer._event = None
+        self._bases[timer.cpu].discard(timer)
         k = self.k
         rec = k.engine.recorder
         if rec is None:
