@@ -55,6 +55,7 @@ from ..kernel.sleep import (
     wait_for_completion_interruptible_timeout,
 )
 from ..sim.engine import NSEC_PER_SEC
+from .hwrng_ff import HwrngFastForward
 from .random import InputPool, add_hwgenerator_randomness
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,6 +77,10 @@ RNG_STATUS_NUM_WORDS_MAX = 0xFF
 HWRNG_DEFAULT_QUALITY = 1024
 #: ``hwrng_fillfn``: ``if (rc <= 0) hwrng_msleep(rng, 10000)``
 HWRNG_FILLFN_ERROR_SLEEP_MS = 10000
+
+#: Skip runs of idle polls (kenv.drivers.hwrng_ff) in rngs created from now on;
+#: the detailed simulation gives the same figures (the tests set it False to check).
+FAST_FORWARD = True
 
 
 def rng_buffer_size(smp_cache_bytes: int) -> int:
@@ -224,7 +229,8 @@ class Bcm2835Rng:
     words the generator has made by ``t`` (lost ones included).
     """
 
-    def __init__(self, k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy = "hwrng_yield"):
+    def __init__(self, k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy = "hwrng_yield",
+                 logs: bool = True):
         self.k = k
         self.params = params
         self.wait = parse_wait(wait)
@@ -242,12 +248,18 @@ class Bcm2835Rng:
         #: tasks spinning right now -> their sum_exec_runtime when the spin began
         self.spinning: dict[Task, int] = {}
         #: (comm, time the wait began, time it returned) for every sleeping wait
-        self.wait_log: list[tuple[str, int, int]] = []
-        #: (time, words read, comm) for every successful bcm2835_rng_read
-        self.read_log: list[tuple[int, int, str]] = []
-        #: if set, a cpu_relax() spin stops at this time to look at ``wait`` again
-        #: (the spin itself is one interval; an environment changes ``wait`` per step)
+        #: (None: not kept -- an environment's episodes do not need them)
+        self.wait_log: list[tuple[str, int, int]] | None = [] if logs else None
+        #: (time, words read, comm) for every successful bcm2835_rng_read (None: not kept)
+        self.read_log: list[tuple[int, int, str]] | None = [] if logs else None
+        #: The end of the current step of whoever drives the simulation (an
+        #: environment): until then nothing outside the simulated kernel changes
+        #: ``wait`` or looks at the rng.  A cpu_relax() spin stops here to look at
+        #: ``wait`` again (the spin itself is one interval), and fast-forwards
+        #: (kenv.drivers.hwrng_ff) end before it; None: no step, no fast-forward.
         self.recheck_at: int | None = None
+        #: the fast-forward of idle polls (None: every poll simulated)
+        self.ff: HwrngFastForward | None = HwrngFastForward(self) if FAST_FORWARD else None
 
     def set_wait(self, wait: str | WaitStrategy) -> None:
         """Switch ``<wait>`` the way unbinding and rebinding the driver would
@@ -367,13 +379,16 @@ def _wait(task: Task, rng: Bcm2835Rng) -> TaskBody:
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + (got or 0)
         return
     t0 = k.now
+    if rng.ff is not None and (yield from rng.ff.skip_polls(task)):
+        return  # slept across idle polls; wait_log and wait_calls are up to date
     if w.kind == "hwrng_yield":
         yield from hwrng_yield(task, rng)
     elif w.kind == "hwrng_msleep":
         yield from hwrng_msleep(task, rng, w.args[0])
     else:
         yield from usleep_range(task, w.args[0], w.args[1])
-    rng.wait_log.append((comm, t0, k.now))
+    if rng.wait_log is not None:
+        rng.wait_log.append((comm, t0, k.now))
 
 
 # --------------------------------------------------------------------------
@@ -408,7 +423,8 @@ def bcm2835_rng_read(task: Task, rng: Bcm2835Rng, max: int, wait: bool) -> TaskB
     # time; the count is sampled as the second status read starts.
     num_words = min(rng.words_available(), max_words)
     rng._consume(num_words)
-    rng.read_log.append((task.k.now, num_words, task.comm))
+    if rng.read_log is not None:
+        rng.read_log.append((task.k.now, num_words, task.comm))
     yield Run(readl * (1 + num_words))
     return 4 * num_words
 
@@ -467,9 +483,11 @@ def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_byte
 
 
 def bcm2835_rng_probe(k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy,
-                      pool: InputPool, smp_cache_bytes: int, kthread_cpus=None) -> HwrngCore:
-    """bcm2835_rng_probe(): map the block and ``devm_hwrng_register()`` it."""
-    return hwrng_register(k, Bcm2835Rng(k, params, wait), pool, smp_cache_bytes, kthread_cpus)
+                      pool: InputPool, smp_cache_bytes: int, kthread_cpus=None,
+                      logs: bool = True) -> HwrngCore:
+    """bcm2835_rng_probe(): map the block and ``devm_hwrng_register()`` it
+    (``logs``: keep the rng's wait_log and read_log)."""
+    return hwrng_register(k, Bcm2835Rng(k, params, wait, logs), pool, smp_cache_bytes, kthread_cpus)
 
 
 def rng_get_data(task: Task, core: HwrngCore, size: int, wait: bool) -> TaskBody:

@@ -31,31 +31,62 @@ class HwrngSubsystem:
     Kernel-v0: ``begin_step(wait, limit_ns)``, run the kernel, ``end_step()``."""
 
     def __init__(self, k: Kernel, pool: InputPool, params, *, smp_cache_bytes: int, bs: int,
-                 reader_cpus=None, kthread_cpus=None):
+                 reader_cpus=None, kthread_cpus=None, reads_per_step: int | None = None,
+                 logs: bool = False):
         self.k, self.pool, self.params = k, pool, params
         self.smp_cache_bytes = smp_cache_bytes
         self.bs = bs
         self.reader_cpus = tuple(range(k.nr_cpus)) if reader_cpus is None else tuple(reader_cpus)
         self.kthread_cpus = kthread_cpus
+        self.logs = logs    # keep the rng's wait_log and read_log (tests)
         self.core: HwrngCore | None = None
         self.wait = parse_wait("hwrng_yield")
         self.reader_bytes = 0
         self.read_done = False
+        #: whole reads the fast-forward may skip in one step (None: any number;
+        #: HwrngWait-v0's step ends with the first read)
+        self.reads_per_step = reads_per_step
+        self._reads_left = reads_per_step
         self.max_bytes_per_s = 4.0 * params.word_rate_hz
         self.last = [0.0, 0.0]
+        self._boot_until: int | None = None
         k.engine.at(params.probe_ns, self._probe)
+
+    def boot(self, until: int) -> None:
+        """Run the kernel to ``until`` (boot: nobody looks at the rng before then)."""
+        self._boot_until = until
+        if self.core is not None:
+            self.core.rng.recheck_at = until
+        self.k.run(until=until)
+        self._boot_until = None
+        if self.core is not None:
+            self.core.rng.recheck_at = None
 
     def _probe(self) -> None:
         self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.smp_cache_bytes,
-                                      kthread_cpus=self.kthread_cpus)
+                                      kthread_cpus=self.kthread_cpus, logs=self.logs)
+        self.core.rng.recheck_at = self._boot_until
         # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
         self.k.kthread_run(self._reader, "rngd", cpus_allowed=self.reader_cpus)
 
     def _reader(self, task: Task):
+        core, bs = self.core, self.bs
         while True:
-            n = yield from rng_dev_read(task, self.core, self.bs)
-            self.reader_bytes += n
-            self.read_done = True
+            ff = core.rng.ff
+            if ff is not None and self._reads_left != 0:
+                # a cpu_relax() driver: whole reads at once (kenv.drivers.hwrng_ff)
+                n = yield from ff.skip_reads(task, core, bs, self._reads_left)
+                if n:
+                    self._count_reads(n, n * bs)
+                    continue
+            n = yield from rng_dev_read(task, core, bs)
+            self._count_reads(1, n)
+
+    def _count_reads(self, reads: int, nbytes: int) -> None:
+        self.reader_bytes += nbytes
+        self.read_done = True
+        if self._reads_left is not None:
+            self._reads_left = max(0, self._reads_left - reads)
 
     def _spin_ns(self) -> int:
         return sum(self.core.rng.spin_ns_now().values()) if self.core is not None else 0
@@ -67,6 +98,7 @@ class HwrngSubsystem:
             # a cpu_relax() spin looks at the strategy again at the step's end
             self.core.rng.recheck_at = limit_ns
         self.read_done = False
+        self._reads_left = self.reads_per_step
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
 
     def end_step(self) -> dict:
@@ -117,11 +149,11 @@ class _HwrngEpisode:
                         rng=rng, name=plat.name)
         self.pool = InputPool(self.k)
         self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
-                                 bs=int(scenario["reader_bs"]))
+                                 bs=int(scenario["reader_bs"]), reads_per_step=1)
         # boot until the rng has registered and discarded its warm-up numbers:
         # the first step starts with the hwrng kthread and the reader at
         # /dev/hwrng and the generator running (unless the board keeps it silent)
-        self.k.run(until=params.probe_ns + params.warmup_ns)
+        self.hw.boot(params.probe_ns + params.warmup_ns)
 
     @property
     def now_s(self) -> float:

@@ -59,7 +59,7 @@ class _KernelEpisode:
         # Boot until the rng has warmed up (RNG_WARMUP_COUNT numbers discarded)
         # and the hwrng kthread has filled the pool: from the first step on, all
         # three decisions act, and modprobe raid6_pq starts with the episode.
-        k.run(until=hw_params.probe_ns + hw_params.warmup_ns + STARTUP_MARGIN_NS)
+        self.hw.boot(hw_params.probe_ns + hw_params.warmup_ns + STARTUP_MARGIN_NS)
         k.run(until=k.now + NSEC_PER_SEC, stop=lambda: self.hw.reader_bytes > 0)  # first bytes read
         r6_plat = get_platform(RAID6_FROM)
         self.kernel_version = raid6_behaviour(self.plat.kernel_version)

@@ -1,0 +1,223 @@
+"""The hwrng fast-forwards (kenv.drivers.hwrng_ff) against the detailed simulation.
+
+A fast-forward is only allowed to change how many engine events a run takes.
+These tests run the same thing with :data:`kenv.drivers.hwrng.FAST_FORWARD` on
+and off and compare everything observable: env trajectories, the rng's wait and
+read logs, the tasks' and CPUs' scheduler counters.  Disturbances the skips
+must cut back for (another task on the poller's CPU, an interrupt) are drawn
+by hypothesis; where the fast-forward reports an inexact cut, the invariants
+still hold.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kenv  # noqa: F401
+from kenv.drivers import hwrng
+from kenv.drivers.hwrng import Bcm2835Params, parse_wait
+from kenv.drivers.random import InputPool
+from kenv.envs.hwrng_wait import HwrngSubsystem
+from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
+from kenv.sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, Engine
+
+COSTS = SchedCosts(wakeup_ns=2_000, context_switch_ns=3_000)
+
+
+def _ffs(env):
+    ep = env.unwrapped._episode
+    core = ep.hw.core
+    return core.rng.ff if core is not None else None
+
+
+def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff):
+    monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
+    env = gym.make(env_id, **kwargs)
+    out, jumps, inexact = [], 0, 0
+    for s in seeds:
+        obs, info = env.reset(seed=s)
+        env.action_space.seed(s)
+        out.append((obs.tobytes(), repr(sorted(info.items()))))
+        for _ in range(steps):
+            obs, r, term, trunc, info = env.step(env.action_space.sample())
+            info = dict(info)
+            info.pop("step_sim_s", None)
+            out.append((obs.tobytes(), r, term, trunc, repr(sorted(info.items()))))
+            if term or trunc:
+                break
+        f = _ffs(env)
+        if f is not None:
+            jumps += f.jumps
+            inexact += f.inexact
+    env.close()
+    return out, jumps, inexact
+
+
+@pytest.mark.parametrize("env_id,kwargs,steps", [
+    ("kenv/HwrngWait-v0", {}, 48),
+    ("kenv/HwrngWait-v0", {"scenario": {"platform": "bcm2835-kernelci"}}, 24),
+    ("kenv/HwrngWait-v0", {"actions": ["cpu_relax", "hwrng_yield", "hwrng_msleep(20)",
+                                       "usleep_range(100,200)", "usleep_range(3000,5000)"]}, 48),
+    ("kenv/Kernel-v0", {}, 48),
+    ("kenv/Kernel-v0", {"scenario": {"silent_s": 1, "reader_bs": 64}}, 48),
+])
+def test_env_trajectories_identical_with_and_without_fast_forward(monkeypatch, env_id, kwargs, steps):
+    seeds = range(4)
+    fast, jumps, inexact = _trajectory(env_id, kwargs, seeds, steps, monkeypatch, True)
+    exact, _, _ = _trajectory(env_id, kwargs, seeds, steps, monkeypatch, False)
+    assert jumps > 0, "the fast-forward never engaged: the comparison shows nothing"
+    assert inexact == 0
+    assert len(fast) == len(exact)
+    for i, (a, b) in enumerate(zip(fast, exact)):
+        assert a == b, f"step {i} differs"
+
+
+# ---------------------------------------------------------------- low level
+
+def _observe(k, hw):
+    rng, core = hw.core.rng, hw.core
+    tasks = {t.comm: (t.sum_exec_runtime, t.vruntime, t.nvcsw, t.nivcsw, t.state) for t in k.tasks}
+    cpus = [(c.nr_switches, c.busy_ns, c.min_vruntime) for c in k.cpus]
+    return {"now": k.now, "tasks": tasks, "cpus": cpus, "wait_log": list(rng.wait_log),
+            "read_log": list(rng.read_log), "wait_calls": dict(rng.wait_calls),
+            "spin": rng.spin_ns_now(), "consumed": rng.consumed_words, "t_ref": rng._t_ref,
+            "to_user": dict(core.bytes_to_user), "to_pool": core.bytes_to_pool,
+            "data_avail": core.data_avail, "reader_bytes": hw.reader_bytes}
+
+
+def _run(ff, *, wait, nr_cpus=1, hz=100, silent_s=0.5, until_s=1.0, bs=16, interloper=None,
+         irq=None, monkeypatch=None, preempt="none"):
+    """A bcm2835 rng probed at 0 with a reader of ``bs`` bytes, run to ``until_s``
+    as one declared step.  ``interloper``: (start ns, run ns) of a task pinned to
+    CPU 0; ``irq``: (time ns, duration ns) of an interrupt on CPU 0."""
+    monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
+    k = Kernel(Engine(), nr_cpus=nr_cpus, hz=hz, preempt=preempt, costs=COSTS)
+    params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
+                           copy_chunk_ns=900, silent_until_ns=int(silent_s * NSEC_PER_SEC) or None)
+    pool = InputPool(k)
+    hw = HwrngSubsystem(k, pool, params, smp_cache_bytes=64, bs=bs, reader_cpus=(0,),
+                        kthread_cpus=(0,), logs=True)
+    until = int(until_s * NSEC_PER_SEC)
+    k.engine.run(until=0)
+    hw.begin_step(parse_wait(wait), until)
+    if interloper is not None:
+        start, run_ns = interloper
+
+        def body(task):
+            yield BLOCK               # until woken at ``start``
+            yield Run(run_ns)
+
+        t = k.kthread_run(body, "interloper", cpu=0)
+        k.engine.at(start, k.wake_up_process, t)
+    if irq is not None:
+        at, dur = irq
+        k.engine.at(at, k.hardirq, 0, dur)
+    k.run(until=until)
+    return _observe(k, hw), hw.core.rng.ff
+
+
+@pytest.mark.parametrize("wait", ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(1000,2000)"])
+def test_idle_polls_skipped_exactly(monkeypatch, wait):
+    fast, ff = _run(True, wait=wait, monkeypatch=monkeypatch)
+    exact, _ = _run(False, wait=wait, monkeypatch=monkeypatch)
+    assert ff.polls_skipped >= 5 and ff.inexact == 0
+    assert fast == exact
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=st.integers(1, 999_000_000), run_us=st.integers(1, 30_000),
+       wait=st.sampled_from(["hwrng_yield", "usleep_range(500,700)"]))
+def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
+    """A task woken on the poller's CPU mid-skip: the skip is cut back to the next
+    poll, which is simulated in detail -- the same run as with every poll simulated,
+    unless the task arrived inside a skipped poll's few microseconds awake."""
+    kw = dict(wait=wait, interloper=(start, run_us * NSEC_PER_USEC), monkeypatch=monkeypatch)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    if ff.inexact == 0:
+        assert fast == exact
+    else:
+        assert fast["consumed"] == exact["consumed"] and fast["now"] == exact["now"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.integers(1, 999_000_000), dur=st.integers(0, 200_000))
+def test_poll_skip_and_an_interrupt(monkeypatch, at, dur):
+    kw = dict(wait="hwrng_yield", irq=(at, dur), monkeypatch=monkeypatch)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    if ff.inexact == 0:
+        assert fast == exact
+
+
+@pytest.mark.parametrize("bs", [4, 16, 64])
+def test_back_to_back_cpu_relax_reads_skipped_exactly(monkeypatch, bs):
+    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, bs=bs, monkeypatch=monkeypatch)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    assert ff.reads_skipped > 50 and ff.inexact == 0
+    assert fast == exact
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.integers(250_000_000, 349_000_000), dur=st.integers(0, 20_000))
+def test_interrupt_inside_spin_reads(monkeypatch, at, dur):
+    """An interrupt that falls inside a spin only takes spin time, in detail and in
+    the skip alike; one that hits a word being read cuts the skip (inexact)."""
+    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, irq=(at, dur), monkeypatch=monkeypatch)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    if ff.inexact == 0:
+        assert fast == exact
+    # a cut is approximate, but never delivers what was not generated
+    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+    assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=st.integers(250_000_000, 349_000_000), run_us=st.integers(1, 2_000),
+       preempt=st.sampled_from(["none", "full"]))
+def test_spin_reads_cut_by_another_task(monkeypatch, start, run_us, preempt):
+    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(start, run_us * NSEC_PER_USEC),
+              monkeypatch=monkeypatch, preempt=preempt)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    if ff.inexact == 0:           # it came while no read was being skipped
+        assert fast == exact
+    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+    assert fast["consumed"] <= exact["consumed"] + 5
+    # the reader lost no more than a FIFO's worth of words to the cut
+    assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16 + 4 * 5
+
+
+def test_spin_reads_cut_by_another_task_example(monkeypatch):
+    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(300_000_123, 50 * NSEC_PER_USEC),
+              monkeypatch=monkeypatch, preempt="full")
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    assert ff.inexact == 1 and ff.reads_skipped > 100
+    assert fast["tasks"]["interloper"] == exact["tasks"]["interloper"]
+    assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16
+
+
+def test_no_skip_without_a_declared_step(monkeypatch):
+    """Experiments declare no step end: every poll is simulated."""
+    monkeypatch.setattr(hwrng, "FAST_FORWARD", True)
+    k = Kernel(Engine(), nr_cpus=1, hz=100, preempt="none", costs=COSTS)
+    params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
+                           copy_chunk_ns=900, silent_until_ns=NSEC_PER_SEC // 2)
+    hw = HwrngSubsystem(k, InputPool(k), params, smp_cache_bytes=64, bs=16, reader_cpus=(0,))
+    k.run(until=NSEC_PER_SEC)
+    assert hw.core.rng.ff.jumps == 0
+
+
+def test_the_step_end_is_not_crossed(monkeypatch):
+    """After a skip the next step may change the wait: nothing skipped runs past
+    the step the environment declared."""
+    monkeypatch.setattr(hwrng, "FAST_FORWARD", True)
+    fast, ff = _run(True, wait="hwrng_yield", until_s=0.3, silent_s=0.6, monkeypatch=monkeypatch)
+    assert ff.jumps > 0
+    assert max(end for _, _, end in fast["wait_log"]) <= 0.3 * NSEC_PER_SEC
