@@ -50,13 +50,21 @@ class Event:
 
 
 class Engine:
-    """The event loop: ``now``, ``at``, ``after``, ``run``."""
+    """The event loop: ``now``, ``at``, ``after``, ``run``.
 
-    __slots__ = ("now", "_heap", "_seq", "recorder", "events_run", "_until", "_stop", "_running")
+    The earliest pending event is kept out of the heap (``_head``): an event
+    scheduled to be the next one -- the common case here, a task's next step
+    a few microseconds away -- costs one comparison instead of a push and a
+    pop.  The order is the heap's: (time, sequence number).
+    """
+
+    __slots__ = ("now", "_heap", "_head", "_seq", "recorder", "events_run", "_until", "_stop",
+                 "_running")
 
     def __init__(self) -> None:
         self.now = 0
         self._heap: list[tuple[int, int, Event]] = []
+        self._head: tuple[int, int, Event] | None = None
         self._seq = 0
         self.recorder: Recorder | None = _claim_recorder(self) if _PENDING else None
         self.events_run = 0
@@ -70,18 +78,43 @@ class Engine:
             raise ValueError(f"event time {time} ns is before now ({self.now} ns)")
         ev = Event(int(time), fn, args)
         self._seq += 1
-        heapq.heappush(self._heap, (ev.time, self._seq, ev))
+        entry = (ev.time, self._seq, ev)
+        head = self._head
+        if head is None:
+            heap = self._heap
+            if heap and heap[0] < entry:
+                heapq.heappush(heap, entry)
+            else:
+                self._head = entry
+        elif entry < head:
+            heapq.heappush(self._heap, head)
+            self._head = entry
+        else:
+            heapq.heappush(self._heap, entry)
         return ev
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> Event:
         return self.at(self.now + delay, fn, *args)
 
+    def _first(self) -> tuple[int, int, Event] | None:
+        """The earliest live entry (made the head), or None; drops cancelled ones."""
+        head = self._head
+        heap = self._heap
+        while True:
+            if head is None:
+                if not heap:
+                    return None
+                head = heapq.heappop(heap)
+            if head[2].fn is not None:
+                self._head = head
+                return head
+            head = None
+            self._head = None
+
     def peek(self) -> int | None:
         """Time of the next live event, or None."""
-        heap = self._heap
-        while heap and heap[0][2].fn is None:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        head = self._first()
+        return head[0] if head is not None else None
 
     def advance(self, time: int) -> bool:
         """Called by an event handler as its last action, in place of
@@ -99,10 +132,8 @@ class Engine:
         stop = self._stop
         if stop is not None and stop():
             return False
-        heap = self._heap
-        while heap and heap[0][2].fn is None:
-            heapq.heappop(heap)
-        if heap and heap[0][0] <= time:
+        head = self._first()
+        if head is not None and head[0] <= time:
             return False
         self.now = time
         self.events_run += 1
@@ -120,11 +151,20 @@ class Engine:
         outer = (self._running, self._until, self._stop)
         self._running, self._until, self._stop = True, until, stop
         try:
-            while heap:
-                t, _, ev = heap[0]
-                if until is not None and t > until:
-                    break
-                pop(heap)
+            while True:
+                head = self._head
+                if head is None:
+                    if not heap:
+                        break
+                    head = heap[0]
+                    if until is not None and head[0] > until:
+                        break
+                    pop(heap)
+                else:
+                    if until is not None and head[0] > until:
+                        break
+                    self._head = None
+                t, _, ev = head
                 fn = ev.fn
                 if fn is None:
                     continue
