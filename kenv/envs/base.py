@@ -124,7 +124,11 @@ class KenvEnv(gym.Env):
             raise ConfigError("actions", a, ", ".join(allowed))
 
     def action_label(self, action: Any) -> str:
-        return self.actions[self._action_index(action)]
+        return self._index_label(self._action_index(action))
+
+    def _index_label(self, index: Any) -> str:
+        """The name of an already validated action index."""
+        return self.actions[index]
 
     def action_for(self, choice: str, baseline: str = "") -> int:
         """The action index of a named choice (for the fixed baselines)."""
@@ -135,6 +139,9 @@ class KenvEnv(gym.Env):
         return self.actions.index(choice)
 
     def _action_index(self, action: Any) -> int:
+        if type(action) is int or isinstance(action, np.integer):   # the common case, fast
+            if 0 <= action < len(self.actions):
+                return int(action)
         allowed = f"an integer in 0..{len(self.actions) - 1} ({', '.join(self.actions)})"
         v = np.asarray(action) if action is not None else None
         if v is None or v.shape not in ((), (1,)) or not np.issubdtype(v.dtype, np.integer):
@@ -223,7 +230,7 @@ class KenvEnv(gym.Env):
     def _render_ansi(self) -> str:
         if self._last is None:
             return f"{self.ENV_ID} scenario={self._scenario}\n"
-        a = self.action_label(self._last_action) if self._last_action is not None else "-"
+        a = self._index_label(self._last_action) if self._last_action is not None else "-"
         comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
         return f"{self.ENV_ID} t={self._episode.now_s:.3f}s action={a} {comps}\n"
 
@@ -231,8 +238,8 @@ class KenvEnv(gym.Env):
     def _info(self, m: Mapping, comps: Mapping | None) -> dict:
         info = {"scenario": dict(self._scenario or {}), "profile": self.profile.name}
         if comps is not None:
-            info["reward_components"] = dict(comps)
-            info["action_name"] = self.action_label(self._last_action)
+            info["reward_components"] = comps  # a new dict every step
+            info["action_name"] = self._index_label(self._last_action)
         info.update(self._episode.info() if self._episode is not None else {})
         raw = m.get("raw") if m else None
         if raw:
@@ -240,9 +247,11 @@ class KenvEnv(gym.Env):
         return info
 
     def _obs(self) -> np.ndarray:
-        v = self._episode.observation() + self._prev_action_features()
-        obs = np.asarray(v, dtype=np.float32)
-        return np.clip(obs, self.observation_space.low, self.observation_space.high)
+        obs = np.array(self._episode.observation() + self._prev_action_features(), dtype=np.float32)
+        # clipped into the Box (np.clip's own wrapper costs more than the two ufuncs)
+        np.maximum(obs, self.observation_space.low, out=obs)
+        np.minimum(obs, self.observation_space.high, out=obs)
+        return obs
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError

@@ -265,9 +265,8 @@ class KernelEnv(KenvEnv):
             raise ConfigError("action", action, allowed)
         return idx
 
-    def action_label(self, action: Any) -> str:
-        idx = self._action_index(action)
-        return "|".join(names[i] for i, names in zip(idx, self.actions))
+    def _index_label(self, index: tuple) -> str:
+        return "|".join(names[i] for i, names in zip(index, self.actions))
 
     def action_for(self, choice: tuple, baseline: str = "") -> np.ndarray:
         out = []

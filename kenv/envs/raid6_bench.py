@@ -140,8 +140,10 @@ class _Raid6Episode:
         k, r6 = self.k, self.r6
         r6.begin_step(action)
         t_start = k.now
-        n0 = r6.windows_done
-        k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: r6.done or r6.windows_done > n0)
+        mp, windows = r6.mp, r6.mp.sel.windows
+        n0 = len(windows)
+        # modprobe has exited, or the window of this step is over (checked after every event)
+        k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: mp.end_ns is not None or len(windows) > n0)
         m = r6.end_step()
         m["terminated"] = r6.done
         m["raw"]["step_sim_s"] = (k.now - t_start) / NSEC_PER_SEC
