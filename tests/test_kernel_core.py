@@ -370,3 +370,25 @@ def test_inlined_chunks_change_no_timing(ops):
         return ends, [(c.nr_switches, c.busy_ns) for c in k.cpus]
 
     assert run(True) == run(False)
+
+
+def test_a_task_preempted_before_its_switch_in_is_not_charged():
+    """Found by the invariant test above: a CFS task picked by __schedule() and
+    preempted by a FIFO wakeup before its switch-in completed was charged the
+    whole time since its previous stint, beyond the wall clock."""
+    k = make_kernel(preempt="full", nr_cpus=2)
+    ops = [(3, 1), (0, 1), (3, 1), (0, 29001), (3, 1)]
+
+    def body(task):
+        for kind, n in ops:
+            if kind == 0:
+                yield Run(n)
+            else:
+                yield from usleep_range(task, n // 2000, n // 1000)
+
+    for i in range(3):
+        k.kthread_run(body, f"t{i}", cpus_allowed=(0, 1), policy=SCHED_FIFO if i == 0 else 0,
+                      rt_priority=10)
+    k.engine.run()
+    assert [t.sum_exec_runtime for t in k.tasks] == [29002, 29002, 29002]  # 1 + 29001 ns each
+    assert all(cpu.busy_ns <= k.engine.now for cpu in k.cpus)

@@ -730,10 +730,14 @@ class Kernel:
         return ran
 
     def _stop_chunk(self, p: Task) -> None:
-        """Preempted mid-chunk: keep what is left for when it runs again."""
-        if p._chunk_ev is not None:
-            p._chunk_ev.cancel()
-            p._chunk_ev = None
+        """Preempted mid-chunk: keep what is left for when it runs again.
+
+        A task picked by ``__schedule()`` whose switch-in has not completed yet
+        (its chunk not restarted) has run nothing since it was last charged."""
+        if p._chunk_ev is None:
+            return
+        p._chunk_ev.cancel()
+        p._chunk_ev = None
         ran = self._charge(p)
         if p._chunk == "run":
             p._remaining = max(0, p._remaining - ran)
