@@ -133,7 +133,7 @@ class Task:
         "cpu", "state", "preempt_count", "migrate_disable", "gen", "vruntime",
         "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
         "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
-        "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt", "woken_ns",
+        "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt", "woken_ns", "pinned",
     )
 
     def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
@@ -151,6 +151,7 @@ class Task:
         self.nice = nice
         self.weight = SCHED_PRIO_TO_WEIGHT[nice + 20]
         self.cpus_allowed = tuple(cpus_allowed) if cpus_allowed is not None else None
+        self.pinned = self.cpus_allowed is not None and len(self.cpus_allowed) == 1
         self.cpu = cpu
         self.state = TASK_SLEEPING
         self.preempt_count = 0
@@ -408,14 +409,15 @@ class Kernel:
     # -------------------------------------------------------------- wakeups
     def wake_up_process(self, p: Task, value: Any = None) -> bool:
         """try_to_wake_up(): make ``p`` runnable; maybe preempt the current task."""
-        if p.state == TASK_DEAD:
-            return False
-        if p.state != TASK_SLEEPING:
+        state = p.state
+        if state != TASK_SLEEPING:
+            if state == TASK_DEAD:
+                return False
             p._wake_pending = True
             return False
         p._value = value
         p.woken_ns = self.engine.now
-        cpu = self.select_task_rq(p)
+        cpu = p.cpu if p.pinned else self.select_task_rq(p)
         p.cpu = cpu
         rq = self.cpus[cpu]
         if not p.is_rt:
@@ -460,7 +462,10 @@ class Kernel:
     def check_preempt_curr(self, rq: CPU, p: Task) -> None:
         curr = rq.curr
         if curr is None:
-            self._kick(rq, self.costs.wakeup_ns)
+            kev = rq._kick_ev
+            if kev is None or kev.fn is None:   # _kick(rq, wakeup_ns), inlined
+                t = self.engine.now + self.costs.wakeup_ns
+                rq._kick_ev = self.engine.at(t if t >= rq.irq_until else rq.irq_until, self._kick_fire, rq)
             return
         if p.is_rt:
             if not curr.is_rt or p.rt_priority > curr.rt_priority:
@@ -559,33 +564,48 @@ class Kernel:
 
     def _schedule(self, rq: CPU) -> None:
         """__schedule(): pick the next task on ``rq`` (whose curr is already off)."""
+        engine = self.engine
         rq.need_resched = False
-        if rq._slice_ev is not None:
-            rq._slice_ev.cancel()
+        sev = rq._slice_ev
+        if sev is not None:
+            sev.cancel()
             rq._slice_ev = None
         nxt = self._pick_next(rq)
-        now = self.engine.now
-        self._rcu_qs(rq)  # a context switch is a quiescent state
+        now = engine.now
+        # a context switch is a quiescent state: _rcu_qs(rq)
+        if rq.qs_stretch_start is not None and engine.recorder is not None:
+            self._trace_np_end(rq)
+        rq.last_qs = now
+        rq.qs_stretch_start = None
         if nxt is None:
             rq.idle_since = now
-            if self.engine.recorder is not None and rq.trace_prev is not None:
+            if engine.recorder is not None and rq.trace_prev is not None:
                 self._trace_switch(rq, None, max(now, rq.irq_until))
             return
-        if rq.cfs_queue:
-            rq.min_vruntime = max(rq.min_vruntime, min(t.vruntime for t in rq.cfs_queue + ([nxt] if not nxt.is_rt else [])))
-        elif not nxt.is_rt:
-            rq.min_vruntime = max(rq.min_vruntime, nxt.vruntime)
+        cfs = rq.cfs_queue
+        if cfs:
+            low = cfs[0].vruntime
+            for t in cfs:
+                if t.vruntime < low:
+                    low = t.vruntime
+            if not nxt.is_rt and nxt.vruntime < low:
+                low = nxt.vruntime
+            if low > rq.min_vruntime:
+                rq.min_vruntime = low
+        elif not nxt.is_rt and nxt.vruntime > rq.min_vruntime:
+            rq.min_vruntime = nxt.vruntime
         rq.curr = nxt
         rq.nr_switches += 1
         nxt.state = TASK_RUNNING
         nxt.cpu = rq.id
-        start = max(now, rq.irq_until) + self.costs.context_switch_ns
+        irq_until = rq.irq_until
+        start = (now if now >= irq_until else irq_until) + self.costs.context_switch_ns
         nxt._switched_in = start
-        if self.engine.recorder is not None:
+        if engine.recorder is not None:
             self._trace_switch(rq, nxt, start - self.costs.context_switch_ns)
-        if not nxt.is_rt and rq.cfs_queue:
+        if cfs and not nxt.is_rt:
             self._arm_slice(rq)
-        self.engine.at(start, self._continue, nxt)
+        engine.at(start, self._continue, nxt)
 
     def _arm_slice(self, rq: CPU) -> None:
         """check_preempt_tick(): at a tick, preempt a CFS task past its ideal slice."""
@@ -805,9 +825,12 @@ class Kernel:
     def hardirq(self, cpu: int, cost_ns: int, handler: Callable[..., Any] | None = None,
                 *args: Any, name: str = "irq") -> int:
         """A hard interrupt on ``cpu``: the handler runs now, its cost is stolen."""
-        start = max(self.engine.now, self.cpus[cpu].irq_until)
-        end = self.steal(cpu, cost_ns)
-        self._record_slice(cpu, name, start, end, cat="hardirq")
+        if self.engine.recorder is None:
+            end = self.steal(cpu, cost_ns)
+        else:
+            start = max(self.engine.now, self.cpus[cpu].irq_until)
+            end = self.steal(cpu, cost_ns)
+            self._record_slice(cpu, name, start, end, cat="hardirq")
         if handler is not None:
             handler(*args)
         return end
@@ -815,9 +838,12 @@ class Kernel:
     def run_softirq(self, cpu: int, vec: str, cost_ns: int, fn: Callable[..., Any] | None,
                     *args: Any, label: str | None = None) -> int:
         """A softirq vector (TIMER, NET_RX, ...) on ``cpu``, on the way out of an IRQ."""
-        start = max(self.engine.now, self.cpus[cpu].irq_until)
-        end = self.steal(cpu, cost_ns)
-        self._record_slice(cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
+        if self.engine.recorder is None:
+            end = self.steal(cpu, cost_ns)
+        else:
+            start = max(self.engine.now, self.cpus[cpu].irq_until)
+            end = self.steal(cpu, cost_ns)
+            self._record_slice(cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
         if fn is not None:
             fn(*args)
         return end
