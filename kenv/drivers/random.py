@@ -211,6 +211,8 @@ class IrqRandomness:
         self.pre_mix_hooks: list[Callable[[fast_pool], None]] = []
         self._might_sleep_prev_jiffy = 0
         self.bug_count = 0
+        #: mix_interrupt_randomness() runs on all CPUs (the sum of fast_pool.mixes)
+        self.mixes = 0
 
     # ------------------------------------------------------------- helpers
     def fast_pool(self, cpu: int) -> fast_pool:
@@ -375,6 +377,7 @@ class IrqRandomness:
         bits = min(max(n // 64, 1), self.max_credit)
         got = self.input_pool.credit_init_bits(bits, source="interrupts")
         fp.mixes += 1
+        self.mixes += 1
         fp.counted += n
         fp.credited += got
         if fp.mix_times is not None:

@@ -63,7 +63,7 @@ class QperfSubsystem:
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
             r.set_deferral(deferral)
-        mixes0 = sum(r.totals()["mixes"] for r in self.randoms)
+        mixes0 = sum(r.mixes for r in self.randoms)
         (st,) = self.wl.run_size(self.size, self.step_ns)
         pair = self.wl.pairs[0]
         if pair.steady is not None:
@@ -76,7 +76,7 @@ class QperfSubsystem:
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
                         "round_trips": st.round_trips,
-                        "mixes": sum(r.totals()["mixes"] for r in self.randoms) - mixes0}}
+                        "mixes": sum(r.mixes for r in self.randoms) - mixes0}}
 
     def info(self) -> dict:
         pools = [r.input_pool for r in self.randoms]
