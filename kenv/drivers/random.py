@@ -20,6 +20,8 @@ from typing import Callable
 from ..errors import ConfigError
 from ..kernel.core import Task, TaskBody
 from ..kernel.sleep import schedule_timeout_interruptible
+from ..kernel.timer import timer_list, timer_pending
+from ..kernel.workqueue import queue_work_on, system_highpri_wq, system_wq, work_struct
 
 POOL_BITS = 256          # BLAKE2S_HASH_SIZE * 8
 POOL_READY_BITS = POOL_BITS
@@ -223,9 +225,6 @@ class IrqRandomness:
         return fp
 
     def _init_mix(self, fp: fast_pool) -> None:
-        from ..kernel.timer import timer_list
-        from ..kernel.workqueue import work_struct
-
         if self.deferral in ("workqueue", "schedule_work"):
             fp.mix = work_struct(self._mix_work, cost_ns=self.params.mix_ns, data=fp,
                                  name="mix_interrupt_randomness")
@@ -320,20 +319,14 @@ class IrqRandomness:
     def _schedule_mix(self, fp: fast_pool) -> None:
         k = self.k
         d = self.deferral
-        from ..kernel.timer import timer_list
-        from ..kernel.workqueue import work_struct
-
         want = work_struct if d in ("workqueue", "schedule_work") else timer_list if d == "timer" else None
         if want is not None and not isinstance(fp.mix, want):
             self._init_mix(fp)  # the strategy changed since this pool's last mix
         if d == "workqueue":
-            from ..kernel.workqueue import queue_work_on, system_highpri_wq
             queue_work_on(k, fp.cpu, system_highpri_wq, fp.mix)
         elif d == "schedule_work":
-            from ..kernel.workqueue import queue_work_on, system_wq
             queue_work_on(k, fp.cpu, system_wq, fp.mix)
         elif d == "timer":
-            from ..kernel.timer import timer_pending
             if not timer_pending(fp.mix):
                 fp.mix.expires = k.jiffies
                 k.timers.add_timer_on(fp.mix, fp.cpu)
