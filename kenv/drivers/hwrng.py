@@ -252,12 +252,15 @@ class Bcm2835Rng:
         self.wait_log: list[tuple[str, int, int]] | None = [] if logs else None
         #: (time, words read, comm) for every successful bcm2835_rng_read (None: not kept)
         self.read_log: list[tuple[int, int, str]] | None = [] if logs else None
-        #: The end of the current step of whoever drives the simulation (an
-        #: environment): until then nothing outside the simulated kernel changes
-        #: ``wait`` or looks at the rng.  A cpu_relax() spin stops here to look at
-        #: ``wait`` again (the spin itself is one interval), and fast-forwards
-        #: (kenv.drivers.hwrng_ff) end before it; None: no step, no fast-forward.
+        #: if set, a cpu_relax() spin stops at this time to look at ``wait`` again
+        #: (the spin itself is one interval; an environment changes ``wait`` per step)
         self.recheck_at: int | None = None
+        #: Until this time nothing outside the simulated kernel changes ``wait``
+        #: or looks at the rng, and the run goes on: the end of the current step
+        #: of whoever drives the simulation, as far as it is known (an
+        #: environment sets it and may move it later).  The fast-forwards
+        #: (kenv.drivers.hwrng_ff) end before it; None: nothing is skipped.
+        self.quiet_until: int | None = None
         #: the fast-forward of idle polls (None: every poll simulated)
         self.ff: HwrngFastForward | None = HwrngFastForward(self) if FAST_FORWARD else None
 

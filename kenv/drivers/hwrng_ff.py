@@ -27,10 +27,10 @@ kenv.workloads.qperf fast-forwards steady round trips:
   when the poller wakes.
 * **How far.**  Every skipped status read must still find the FIFO empty
   (before :meth:`Bcm2835Rng.next_word_time`), and the skip ends before the
-  rng's ``recheck_at`` (the end of the step the driver of the simulation
-  declared: until then it neither changes the wait nor looks at the rng),
-  before the engine's ``until`` and before the next timer on the poller's CPU.
-  Without a declared ``recheck_at`` nothing is skipped.
+  rng's ``quiet_until`` (the end of the step, as far as the driver of the
+  simulation knows it: until then it neither changes the wait nor looks at
+  the rng), before the engine's ``until`` and before the next timer on the
+  poller's CPU.  Without a declared ``quiet_until`` nothing is skipped.
 * **Disturbed.**  While the poller sleeps its CPU reports to this module
   (``CPU.ff``) anything else that happens there: a task enqueued or an
   interrupt.  The skip is cut back to the next cycle that could be affected,
@@ -98,7 +98,7 @@ class HwrngFastForward:
         rng = self.rng
         rq = k.cpus[task.cpu]
         now = k.now
-        if (rng.recheck_at is None or k.engine.recorder is not None or rq.cfs_queue or rq.rt_queue
+        if (rng.quiet_until is None or k.engine.recorder is not None or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.woken_ns is None):
             return None
         comm = task.comm
@@ -153,7 +153,7 @@ class HwrngFastForward:
             wait_ns = log[-1][2] - log[-1][1]
         # how far: every skipped status read finds the FIFO empty, and the
         # landing boundary is within the step and before the CPU's next timer
-        horizon = rng.recheck_at
+        horizon = rng.quiet_until
         until = k.engine._until
         if until is not None and until < horizon:
             horizon = until
@@ -187,7 +187,7 @@ class HwrngFastForward:
         rq = k.cpus[task.cpu]
         now = k.now
         lock = core.reading_mutex
-        if (rng.wait.kind != "cpu_relax" or rng.recheck_at is None or k.engine.recorder is not None
+        if (rng.wait.kind != "cpu_relax" or rng.quiet_until is None or k.engine.recorder is not None
                 or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
@@ -196,7 +196,7 @@ class HwrngFastForward:
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
-        horizon = rng.recheck_at
+        horizon = rng.quiet_until
         until = k.engine._until
         if until is not None and until < horizon:
             horizon = until
@@ -220,21 +220,38 @@ class HwrngFastForward:
         q = landed // w
         if max_reads is not None:
             q = min(q, max_reads)
+        # A spin that crosses recheck_at stops there for one more RNG_STATUS
+        # read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
+        # less spinning -- unless the word lands during that read.
+        cap = None
+        R = rng.recheck_at
+        if R is not None and R > now and q >= 1:
+            def landing(i: int) -> int:
+                return rng.t_start + -(-(n_first + i) * NSEC_PER_SEC // rng.params.word_rate_hz)
+            i = rng.produced(R) + 1 - n_first            # the first word landing after R
+            if 0 <= i < q * w and (now + r if i == 0 else landing(i - 1) + 4 * r + c) < R:
+                if R + r >= landing(i):
+                    q = i // w       # not followed here: stop before that word's read
+                else:
+                    cap = i
         if q < 1:
             return None
-        return q, n_first, r, c
+        return q, n_first, r, c, cap
 
 
 class _SpinReads:
     """``q`` whole reads of ``w = size / 4`` words each, spun through as one interval."""
 
     def __init__(self, ff: HwrngFastForward, task: Task, core: "HwrngCore", size: int, q: int,
-                 n_first: int, r: int, c: int):
+                 n_first: int, r: int, c: int, cap: int | None):
         self.ff, self.task, self.core, self.size = ff, task, core, size
         self.k = task.k
         self.rng = core.rng
         self.t0 = self.k.now
         self.q, self.w, self.n_first, self.r, self.c = q, size // 4, n_first, r, c
+        #: recheck_at falls in the spin toward this word (one more status read there)
+        self.cap = cap
+        self.R = self.rng.recheck_at
         self.stolen = 0          # interrupt time inside spins (taken from the spin, as in detail)
         self.cut_at: int | None = None
 
@@ -272,9 +289,10 @@ class _SpinReads:
                 raise RuntimeError("bcm2835 rng delivered more words than it generated")
             if rng.read_log is not None:
                 rng.read_log.extend((self.T(i) + self.r, 1, comm) for i in range(nw))
-        spin = self._spin_until(t, nw) - self.stolen
+        capped = self.cap is not None and t >= self.R + self.r    # the extra status read is over
+        spin = self._spin_until(t, nw) - self.stolen - capped * self.r
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + max(0, spin)
-        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + (self.cut_at is not None)
+        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + capped + (self.cut_at is not None)
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + done * self.size
         core.data_avail = 4 * (nw - done * self.w)   # a cut: a partial read's words wait in rng_buffer
         mutex_unlock(task, lock)
@@ -303,6 +321,8 @@ class _SpinReads:
             i = rng.produced(start) - self.n_first + 1   # words landed by ``start``
             lo = self.t0 + self.r if i <= 0 else self.T(i - 1) + 4 * self.r + self.c
             hi = self.T(max(i, 0))
+            if self.cap is not None and start <= self.R + self.r and end >= self.R:
+                hi = lo   # the extra status read at recheck_at is not a spin
             if lo <= start and end < hi and i < self.q * self.w:
                 self.stolen += end - start
                 return

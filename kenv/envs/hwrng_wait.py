@@ -56,16 +56,16 @@ class HwrngSubsystem:
         """Run the kernel to ``until`` (boot: nobody looks at the rng before then)."""
         self._boot_until = until
         if self.core is not None:
-            self.core.rng.recheck_at = until
+            self.core.rng.quiet_until = until
         self.k.run(until=until)
         self._boot_until = None
         if self.core is not None:
-            self.core.rng.recheck_at = None
+            self.core.rng.quiet_until = None
 
     def _probe(self) -> None:
         self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.smp_cache_bytes,
                                       kthread_cpus=self.kthread_cpus, logs=self.logs)
-        self.core.rng.recheck_at = self._boot_until
+        self.core.rng.quiet_until = self._boot_until
         # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
         self.k.kthread_run(self._reader, "rngd", cpus_allowed=self.reader_cpus)
 
@@ -91,12 +91,19 @@ class HwrngSubsystem:
     def _spin_ns(self) -> int:
         return sum(self.core.rng.spin_ns_now().values()) if self.core is not None else 0
 
+    def step_lasts_until(self, t: int) -> None:
+        """The current step will not end before ``t`` (its driver knows now)."""
+        if self.core is not None and (self.core.rng.quiet_until or 0) < t:
+            self.core.rng.quiet_until = t
+
     def begin_step(self, wait: WaitStrategy, limit_ns: int) -> None:
         self.wait = wait
         if self.core is not None:
             self.core.rng.set_wait(wait)
             # a cpu_relax() spin looks at the strategy again at the step's end
             self.core.rng.recheck_at = limit_ns
+            # the step lasts at least until limit_ns (Kernel-v0 learns more from qperf)
+            self.core.rng.quiet_until = limit_ns
         self.read_done = False
         self._reads_left = self.reads_per_step
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()

@@ -76,7 +76,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..drivers.random import MIX_INFLIGHT
 from ..errors import ConfigError
@@ -576,6 +576,9 @@ class QperfPair:
         rtt = self.steady[0]
         costs = self.client.k.costs
         t_resume = t + k * rtt
+        wl = self.wl
+        if t_resume >= self.t_end and wl.on_slice_end is not None and len(wl.pairs) == 1:
+            wl.on_slice_end(t_resume)   # the client stops when this jump ends
         self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
                                 self._jump_end, k, t)
         self.jumps += 1
@@ -633,6 +636,10 @@ class QperfTcpLat:
         if platform.nic is None or "qperf_host" not in platform.extra:
             raise ConfigError("platform", platform.name, "a platform with an IPoIB NIC (x86-ib40g)")
         self.platform = platform
+        #: ``hook(t)``: the running slice (``run_size``) will not end before ``t``
+        #: -- its t_end when it starts, the exact end once the last fast-forward
+        #: is planned (a co-simulated subsystem uses it as a horizon)
+        self.on_slice_end: Callable[[int], None] | None = None
         self.nic: NicParams = platform.nic
         self.stack: HostStackParams = platform.extra["qperf_host"]
         self.rng = rng
@@ -693,6 +700,8 @@ class QperfTcpLat:
             p.t_end = t0 + time_ns
             p.done = False
             eng.at(t0, p.client.k.wake_up_process, p.client.task)
+        if self.on_slice_end is not None:
+            self.on_slice_end(min(p.t_end for p in self.pairs))
         pairs = self.pairs
         if len(pairs) == 1:   # the stop test runs after every event: keep it cheap
             (only,) = pairs
