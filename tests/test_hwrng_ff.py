@@ -221,3 +221,29 @@ def test_the_step_end_is_not_crossed(monkeypatch):
     fast, ff = _run(True, wait="hwrng_yield", until_s=0.3, silent_s=0.6, monkeypatch=monkeypatch)
     assert ff.jumps > 0
     assert max(end for _, _, end in fast["wait_log"]) <= 0.3 * NSEC_PER_SEC
+
+
+@pytest.mark.parametrize("bs", [16, 64])
+def test_reading_wait_cycles_skipped_exactly(monkeypatch, bs):
+    """A reader sleeping in hwrng_yield between drains of the FIFO: 20 bytes a
+    wakeup against 16- or 64-byte reads is a pattern of several cycles (and a
+    word landing inside an awake window changes it); the fast-forward learns
+    each cycle from its start and skips the ones it can predict."""
+    kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, bs=bs, monkeypatch=monkeypatch, hz=1000)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    assert ff.polls_skipped > 100 and ff.inexact == 0
+    assert fast["reader_bytes"] > 5_000
+    assert fast == exact
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=st.integers(300_000_000, 1_190_000_000), run_us=st.integers(1, 3_000))
+def test_reading_wait_cycles_cut_by_another_task(monkeypatch, start, run_us):
+    kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, hz=1000,
+              interloper=(start, run_us * NSEC_PER_USEC), monkeypatch=monkeypatch)
+    fast, ff = _run(True, **kw)
+    exact, _ = _run(False, **kw)
+    if ff.inexact == 0:
+        assert fast == exact
+    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]

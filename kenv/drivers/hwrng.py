@@ -261,6 +261,8 @@ class Bcm2835Rng:
         #: environment sets it and may move it later).  The fast-forwards
         #: (kenv.drivers.hwrng_ff) end before it; None: nothing is skipped.
         self.quiet_until: int | None = None
+        #: the hwrng core it is registered with (set by hwrng_register)
+        self.core: HwrngCore | None = None
         #: the fast-forward of idle polls (None: every poll simulated)
         self.ff: HwrngFastForward | None = HwrngFastForward(self) if FAST_FORWARD else None
 
@@ -277,6 +279,8 @@ class Bcm2835Rng:
         if wait == self.wait:
             return
         self.wait = wait
+        if self.ff is not None:
+            self.ff.forget()
         complete_all(self.k, self.dying)
         self.dying = completion()
 
@@ -415,16 +419,22 @@ def bcm2835_rng_read(task: Task, rng: Bcm2835Rng, max: int, wait: bool) -> TaskB
     """
     readl = rng.params.rng_readl_ns
     max_words = max // 4
+    ff = rng.ff
     while True:
         yield Run(readl)                      # rng_readl(RNG_STATUS)
-        if rng.words_available() != 0:
+        avail = rng.words_available()
+        if avail != 0:
             break
+        if ff is not None:
+            ff.status_read(task, 0, 0)
         if not wait:
             return 0
         yield from _wait(task, rng)
     # Second RNG_STATUS read and the RNG_DATA reads, as one stretch of CPU
     # time; the count is sampled as the second status read starts.
-    num_words = min(rng.words_available(), max_words)
+    num_words = min(avail, max_words)
+    if ff is not None:
+        ff.status_read(task, avail, num_words)
     rng._consume(num_words)
     if rng.read_log is not None:
         rng.read_log.append((task.k.now, num_words, task.comm))
@@ -458,11 +468,32 @@ class HwrngCore:
     #: bytes handed to add_hwgenerator_randomness() by the hwrng kthread
     bytes_to_pool: int = 0
     bits_credited: int = 0
+    #: read(2) calls of /dev/hwrng that returned, and the bytes they returned, by comm
+    reads: dict[str, int] = field(default_factory=dict)
+    read_bytes: dict[str, int] = field(default_factory=dict)
+    #: the rng_dev_read() in progress of each reader (what it keeps on its stack)
+    reading: dict[Task, "ReadCall"] = field(default_factory=dict)
+    #: set by whoever drives the simulation when its steps end at a read(2)
+    #: completion (HwrngWait-v0: after this many): a fast-forward must not skip one
+    read_budget: int | None = None
 
     @property
     def delivered_bytes(self) -> int:
         """Everything that left the FIFO: to users, to the pool, or waiting in rng_buffer."""
         return sum(self.bytes_to_user.values()) + self.bytes_to_pool + self.data_avail
+
+
+class ReadCall:
+    """One ``read(2)`` of /dev/hwrng in progress: ``size`` still wanted and
+    ``ret`` copied so far, the two locals of ``rng_dev_read()``.  They live
+    here, in :attr:`HwrngCore.reading`, so that a fast-forward can move a
+    reader across whole wait cycles (kenv.drivers.hwrng_ff)."""
+
+    __slots__ = ("size", "ret")
+
+    def __init__(self, size: int):
+        self.size = size
+        self.ret = 0
 
 
 def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_bytes: int,
@@ -478,6 +509,7 @@ def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_byte
     if not rng.quality:
         rng.quality = HWRNG_DEFAULT_QUALITY
     core = HwrngCore(k, rng, pool, rng_buffer_size(smp_cache_bytes))
+    rng.core = core     # current_rng's core state (the fast-forward reads it)
     if rng.quality:
         # kthread_cpus: the kthread's affinity (``taskset``); None = any CPU
         core.hwrng_fill = k.kthread_run(lambda task: hwrng_fillfn(task, core), "hwrng",
@@ -526,27 +558,31 @@ def rng_dev_read(task: Task, core: HwrngCore, size: int, nonblock: bool = False)
     """
     k = task.k
     lock = core.reading_mutex
-    ret = 0
-    while size > 0:
+    call = core.reading[task] = ReadCall(size)   # size, ret
+    while call.size > 0:
         yield from mutex_lock(task, lock)
         if not core.data_avail:
             bytes_read = yield from rng_get_data(task, core, core.buffer_size, not nonblock)
             if bytes_read == 0 and nonblock:
                 mutex_unlock(task, lock)
-                return ret            # (-EAGAIN if nothing was read)
+                break                 # (-EAGAIN if nothing was read)
             core.data_avail = bytes_read
-        length = min(core.data_avail, size)
+        length = min(core.data_avail, call.size)
         core.data_avail -= length
         if length:  # memcpy(buffer, rng_buffer + data_avail, len): the bytes are the reader's
             core.bytes_to_user[task.comm] = core.bytes_to_user.get(task.comm, 0) + length
         mutex_unlock(task, lock)
         if length:
             yield Run(core.rng.params.copy_chunk_ns)   # copy_to_user() and the loop
-            size -= length
-            ret += length
+            call.size -= length
+            call.ret += length
         if k.cpus[task.cpu].need_resched:
             yield from schedule_timeout_interruptible(task, 1)
-    return ret
+    del core.reading[task]
+    comm = task.comm
+    core.reads[comm] = core.reads.get(comm, 0) + 1
+    core.read_bytes[comm] = core.read_bytes.get(comm, 0) + call.ret
+    return call.ret
 
 
 def hwrng_fillfn(task: Task, core: HwrngCore) -> TaskBody:
@@ -587,7 +623,7 @@ def hwrng_fillfn(task: Task, core: HwrngCore) -> TaskBody:
 
 
 __all__ = [
-    "Bcm2835Params", "Bcm2835Rng", "HWRNG_DEFAULT_QUALITY", "HwrngCore", "RNG_WARMUP_COUNT",
+    "Bcm2835Params", "Bcm2835Rng", "HWRNG_DEFAULT_QUALITY", "HwrngCore", "RNG_WARMUP_COUNT", "ReadCall",
     "WAIT_ALLOWED", "WAIT_KINDS", "WaitStrategy", "bcm2835_rng_probe", "bcm2835_rng_read",
     "hwrng_fillfn", "hwrng_msleep", "hwrng_register", "hwrng_yield", "mutex", "mutex_lock",
     "mutex_unlock", "parse_wait", "rng_buffer_size", "rng_dev_read", "rng_get_data",

@@ -1,39 +1,52 @@
 """Fast-forward of the bcm2835 wait loop: simulator machinery, not kernel code.
 
-A reader (or the ``hwrng`` kthread) that sleeps in ``bcm2835_rng_read()``
-while the FIFO stays empty -- the generator warming up after
-``bcm2835_rng_init()``, or a board whose generator is silent for the first 30
-seconds -- repeats one cycle: wait (``hwrng_yield``: 2 jiffies; ``hwrng_msleep``,
-``usleep_range``: their own period), wake, read ``RNG_STATUS``, find it empty,
-wait again.  Each cycle is a handful of engine events (the timer, the wakeup,
-the switch, the status read) that change nothing but counters.
-:meth:`HwrngFastForward.skip_polls` replaces a run of such cycles by one sleep, the way
-kenv.workloads.qperf fast-forwards steady round trips:
+A reader of /dev/hwrng (or the ``hwrng`` kthread) whose driver sleeps in
+``bcm2835_rng_read()`` goes round one *wait cycle* after another: sleep
+(``hwrng_yield``: 2 jiffies; ``hwrng_msleep``, ``usleep_range``: their own
+period), wake, read ``RNG_STATUS``, take what the FIFO holds, copy it out,
+finish or start a read(2), find the FIFO empty, sleep again.  While the
+generator warms up (``bcm2835_rng_init()`` discards ``RNG_WARMUP_COUNT``
+numbers) or is silent, every cycle is the same empty poll; while it runs, a
+reader with ``hwrng_yield`` drains 5 words a wakeup, and 16-byte reads of
+20-byte drains make a pattern of four cycles.  Each cycle is a handful of
+engine events.  :meth:`HwrngFastForward.skip_polls` sleeps across cycles it
+can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
 
-* **Measure.**  At the top of each wait (just after a status read found the
-  FIFO empty) it takes a snapshot of the poller and its CPU: the time, the
-  time of the last wakeup, CPU time, vruntime, context switches, the CPU's
-  busy time and ``min_vruntime``, the rng's wait and read counters.  Two
-  consecutive cycles that agree in every delta, with nothing else on the CPU
-  (its busy time grew exactly by the poller's own CPU time), make the cycle
-  steady.
-* **Skip.**  From a steady state it sleeps once, to the moment the last
-  skipped cycle's wait would have ended: for the timer-wheel waits a timer in
-  that cycle's bucket (:meth:`TimerWheel.enqueue_bucket`), on the
-  cancellable ``rng->dying`` completion like the real sleep; for
-  ``usleep_range`` an hrtimer-style wakeup.  Then the loop reads
-  ``RNG_STATUS`` itself, as the real cycle would.  The skipped cycles' CPU
-  time, vruntime, switches, wait counts and ``wait_log`` entries are added
-  when the poller wakes.
-* **How far.**  Every skipped status read must still find the FIFO empty
-  (before :meth:`Bcm2835Rng.next_word_time`), and the skip ends before the
-  rng's ``quiet_until`` (the end of the step, as far as the driver of the
-  simulation knows it: until then it neither changes the wait nor looks at
-  the rng), before the engine's ``until`` and before the next timer on the
-  poller's CPU.  Without a declared ``quiet_until`` nothing is skipped.
+* **Learn.**  A cycle runs from one *boundary* (the top of a wait: a status
+  read just found the FIFO empty) to the next.  At each boundary the module
+  takes a snapshot of the poller and its CPU (time, last wakeup, CPU time,
+  vruntime, context switches, the CPU's busy time, the rng's and the core's
+  counters) and of what its frames hold (the read(2) in progress:
+  :class:`~kenv.drivers.hwrng.ReadCall`; rng_buffer's ``data_avail``), and
+  records the cycle that ends there: its deltas, its wakeup, its status reads
+  (when, words seen, words taken) and its end state, filed under its *start
+  key* -- the frame state and the phase a wait depends on (the time within
+  the jiffy and, for a wheel timeout, the jiffy within its level's
+  granularity).  A cycle is learned only if it was one sleep with nothing
+  else on the CPU (the CPU's busy time grew exactly by the poller's CPU time).
+* **Predict.**  From a boundary, the next cycle is the one learned from the
+  same start key whose status reads see, against the generator's landings
+  (:meth:`Bcm2835Rng.produced`), exactly what they saw when it was learned;
+  its end state gives the next key, and so on.  Two candidates that both fit
+  mean the key misses something: the prediction stops there.
+* **Skip.**  The poller then sleeps once, to the wakeup of the first cycle it
+  will run in detail: for the timer-wheel waits a timer in that cycle's
+  bucket (:meth:`TimerWheel.enqueue_bucket`), on the cancellable ``rng->dying``
+  completion like the real sleep; for ``usleep_range`` an hrtimer-style
+  wakeup.  When it wakes, the skipped cycles' counters are added, its read(2)
+  call, rng_buffer and the FIFO are put where the last skipped cycle left
+  them (and ``min_vruntime`` where a lone task's switch-ins leave it), and
+  the rest of that cycle runs in detail.
+* **How far.**  Not past the rng's ``quiet_until`` (the end of the step, as
+  far as the driver of the simulation knows it: until then it neither changes
+  the wait nor looks at the rng), the engine's ``until`` or the next timer of
+  the poller's CPU; not past a read(2) completion when the step ends at one
+  (:attr:`HwrngCore.read_budget`).  Without a declared ``quiet_until`` nothing
+  is skipped.  A change of wait (:meth:`Bcm2835Rng.set_wait`) forgets the
+  cycle in progress.
 * **Disturbed.**  While the poller sleeps its CPU reports to this module
   (``CPU.ff``) anything else that happens there: a task enqueued or an
-  interrupt.  The skip is cut back to the next cycle that could be affected,
+  interrupt.  The skip is cut back to the first cycle that could be affected,
   which is then simulated in detail -- exact, unless the disturbance falls
   inside a skipped cycle's awake window (a few microseconds of every period),
   which :attr:`HwrngFastForward.inexact` counts.
@@ -63,96 +76,177 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, RunUntil, Task, TaskBody
+from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex_lock, mutex_unlock
 from ..kernel.sleep import _process_timeout
-from ..kernel.timer import timer_list
+from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
 
 if TYPE_CHECKING:  # pragma: no cover
     from .hwrng import Bcm2835Rng, HwrngCore
 
-#: snapshot fields: time, last wakeup, CPU time, vruntime, nvcsw, nivcsw, the CPU's
-#: nr_switches, busy_ns and min_vruntime, the rng's wait calls and words consumed
-T, WOKEN, EXEC, VRUNTIME, NVCSW, NIVCSW, NR_SWITCHES, BUSY, MIN_VRUNTIME, WAITS, READS = range(11)
+#: snapshot fields (counters that a cycle adds to): time, last wakeup, CPU time,
+#: vruntime, nvcsw, nivcsw, the CPU's nr_switches and busy_ns, the rng's wait
+#: calls and words consumed, the core's bytes to user, reads and read bytes
+(T, WOKEN, EXEC, VRUNTIME, NVCSW, NIVCSW, NR_SWITCHES, BUSY, WAITS, CONSUMED, TO_USER, READS,
+ READ_BYTES) = range(13)
+#: the counters a skipped cycle adds (everything but the clocks)
+_ADDED = (EXEC, VRUNTIME, NVCSW, NIVCSW, NR_SWITCHES, BUSY, WAITS, CONSUMED, TO_USER, READS,
+          READ_BYTES)
+#: learned cycles kept per start (different FIFO inputs give different cycles)
+MAX_RECORDS = 8
+#: status reads recorded per cycle; a longer one is not learned
+MAX_EVENTS = 32
+
+
+class _Cycle:
+    """One wait cycle, boundary to boundary, as measured: ``d`` the counter
+    deltas, ``woff`` its wakeup after the cycle start, ``state`` what the
+    reader's frames hold at its end (its read(2) call's size and ret, and
+    rng_buffer's data_avail), ``events`` its RNG_STATUS reads as (offset,
+    words seen, words taken), ``wait_ns`` its wait's duration (for wait_log)."""
+
+    __slots__ = ("d", "woff", "state", "events", "wait_ns")
+
+    def __init__(self, d, woff, state, events, wait_ns):
+        self.d, self.woff, self.state, self.events, self.wait_ns = d, woff, state, events, wait_ns
+
+    def same(self, other: "_Cycle") -> bool:
+        return (self.d, self.woff, self.state, self.events, self.wait_ns) == \
+            (other.d, other.woff, other.state, other.events, other.wait_ns)
 
 
 class HwrngFastForward:
-    """The fast-forwards of one rng: idle polls (:meth:`skip_polls`) and
+    """The fast-forwards of one rng: wait cycles (:meth:`skip_polls`) and
     back-to-back ``cpu_relax()`` reads (:meth:`skip_reads`); see the module doc."""
 
     def __init__(self, rng: "Bcm2835Rng"):
         self.rng = rng
-        #: per poller: the last snapshots (at most 3) of a run of clean boundaries
-        self._hist: dict[Task, list[tuple]] = {}
+        #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
+        self._last: dict[Task, tuple] = {}
+        #: per (poller, wait): start key -> the cycles seen to follow it
+        self._learned: dict[tuple, dict[tuple, list[_Cycle]]] = {}
+        #: per poller: the RNG_STATUS reads of the cycle in progress (time, seen, taken)
+        self._events: dict[Task, list] = {}
         self.jumps = 0
         self.polls_skipped = 0
         self.reads_skipped = 0
         #: disturbances the fast-forward could not follow exactly (inside a
-        #: skipped poll's awake window, or anything else during skipped reads)
+        #: skipped cycle's awake window, or anything else during skipped reads)
         self.inexact = 0
 
     # ------------------------------------------------------------ measuring
+    def forget(self) -> None:
+        """The wait changed (the driver rebound): the cycles in progress end
+        abnormally (their sleep may be cut short); learn nothing from them."""
+        self._last.clear()
+        self._events.clear()
+
+    def status_read(self, task: Task, seen: int, taken: int) -> None:
+        """bcm2835_rng_read() read RNG_STATUS: ``seen`` words, ``taken`` read."""
+        ev = self._events.get(task)
+        if ev is not None:
+            if len(ev) < MAX_EVENTS:
+                ev.append((task.k.now, seen, taken))
+            else:
+                self._events[task] = None   # not a short wait cycle: nothing to learn
+
+    def _phase(self, k, t: int) -> tuple:
+        """What a wait started at ``t`` depends on besides the frames: for a
+        timer-wheel wait the time within the jiffy and the jiffy within the
+        timeout's wheel granularity (calc_index rounding); nothing for an hrtimer."""
+        w = self.rng.wait
+        if w.kind == "hwrng_yield":
+            return (t % k.TICK_NSEC, 0)
+        if w.kind == "hwrng_msleep":
+            timeout = msecs_to_jiffies(w.args[0], k.HZ) + 1
+            j = k.jiffies_at(t)
+            lvl, _ = calc_wheel_index(j + timeout, j, k.HZ)
+            return (t % k.TICK_NSEC, j % LVL_GRAN(lvl))
+        return (0, 0)
+
     def _snapshot(self, task: Task) -> tuple | None:
-        """The poller's state at a boundary, or None if the boundary is not clean."""
+        """The poller's counters, frame state and start key at a boundary, or
+        None if the boundary is not clean."""
         k = task.k
         rng = self.rng
         rq = k.cpus[task.cpu]
         now = k.now
+        core = rng.core
         if (rng.quiet_until is None or k.engine.recorder is not None or rq.cfs_queue or rq.rt_queue
-                or rq.irq_until > now or rq.need_resched or task.woken_ns is None):
+                or rq.irq_until > now or rq.need_resched or task.woken_ns is None or core is None
+                or core.reading_mutex.owner is not task or not rng.wait.sleeps):
             return None
         comm = task.comm
-        return (now, task.woken_ns, task.sum_exec_runtime, task.vruntime, task.nvcsw, task.nivcsw,
-                rq.nr_switches, rq.busy_ns, rq.min_vruntime, rng.wait_calls.get(comm, 0),
-                rng.consumed_words)
+        call = core.reading.get(task)
+        counters = (now, task.woken_ns, task.sum_exec_runtime, task.vruntime, task.nvcsw, task.nivcsw,
+                    rq.nr_switches, rq.busy_ns, rng.wait_calls.get(comm, 0), rng.consumed_words,
+                    core.bytes_to_user.get(comm, 0), core.reads.get(comm, 0),
+                    core.read_bytes.get(comm, 0))
+        state = (None if call is None else (call.size, call.ret), core.data_avail,
+                 len(core.reading_mutex.wait_list), core.reading_mutex.contended)
+        return counters, state, (state, self._phase(k, now))
 
     def skip_polls(self, task: Task) -> TaskBody:
-        """Called by ``_wait`` with the FIFO just found empty; if the polls
-        from here on are steady, sleep past as many as is safe and return
-        True (the loop then reads ``RNG_STATUS``); else return False at once
-        (the loop waits for real)."""
+        """Called by ``_wait`` with the FIFO just found empty; if the cycles
+        from here on are known, sleep past as many as is safe and return True
+        (the loop then reads ``RNG_STATUS``); else return False at once (the
+        loop waits for real)."""
         plan = self._plan(task)
         if plan is None:
             return False
         yield from _Skip(self, task, *plan).sleep()
         return True
 
-    def _plan(self, task: Task):
-        snap = self._snapshot(task)
+    def _learn(self, task: Task):
+        """At a boundary: learn the cycle that ends here; return the snapshot
+        (None if this boundary is not clean)."""
         rng = self.rng
-        wait = rng.wait
-        hist = self._hist.get(task)
+        events = self._events.get(task)
+        self._events[task] = []          # the next cycle's status reads
+        snap = self._snapshot(task)
+        last = self._last.get(task)
         if snap is None:
-            self._hist.pop(task, None)
+            self._last.pop(task, None)
             return None
-        if hist is None or hist[-1][1] != wait:
-            self._hist[task] = [(snap, wait)]
-            return None
-        hist.append((snap, wait))
-        if len(hist) > 3:
-            del hist[0]
-        if len(hist) < 3:
-            return None
-        s0, s1, s2 = (h[0] for h in hist)
-        d = tuple(b - a for a, b in zip(s1, s2))
-        if d != tuple(b - a for a, b in zip(s0, s1)):
-            return None
-        delta = d[T]
-        if (delta <= 0 or d[WOKEN] != delta or d[EXEC] != d[BUSY] or d[NVCSW] != 1 or d[NIVCSW] != 0
-                or d[NR_SWITCHES] != 1 or d[WAITS] != 1 or d[READS] != 0):
-            return None
-        k = task.k
-        now = snap[T]
-        latency = now - snap[WOKEN]               # wakeup to the end of the status read
-        # one wait, from its call (a boundary) to its return, for the wait_log entries
+        self._last[task] = snap
+        if last is None or events is None:
+            return snap
+        c0, _, key0 = last
+        t0 = c0[T]
+        counters, state, _ = snap
+        d = tuple(b - a for a, b in zip(c0, counters))
+        if (d[T] <= 0 or d[EXEC] != d[BUSY] or d[NVCSW] != 1 or d[NIVCSW] != 0 or d[NR_SWITCHES] != 1
+                or d[WAITS] != 1 or (d[CONSUMED] and key0[0][0] is None)):
+            return snap   # not one sleep with nothing else on the CPU (or the kthread's loop)
         wait_ns = None
         log = rng.wait_log
         if log is not None:
-            if not log or log[-1][0] != task.comm or log[-1][1] != s1[T]:
-                return None
+            if not log or log[-1][0] != task.comm or log[-1][1] != t0:
+                return snap
             wait_ns = log[-1][2] - log[-1][1]
-        # how far: every skipped status read finds the FIFO empty, and the
-        # landing boundary is within the step and before the CPU's next timer
+        cycle = _Cycle(d, counters[WOKEN] - t0, state, tuple((t - t0, seen, taken) for t, seen, taken in events),
+                       wait_ns)
+        table = self._learned.setdefault((task, rng.wait), {})
+        known = table.setdefault(key0, [])
+        if not any(c.same(cycle) for c in known):
+            if len(known) >= MAX_RECORDS:
+                del known[0]
+            known.append(cycle)
+        return snap
+
+    def _plan(self, task: Task):
+        snap = self._learn(task)
+        if snap is None:
+            return None
+        rng = self.rng
+        k = task.k
+        table = self._learned.get((task, rng.wait))
+        if not table or rng.dying.done:
+            return None
+        counters, state, key = snap
+        now = counters[T]
+        # how far: within the step, before the next timer of the poller's CPU
         horizon = rng.quiet_until
         until = k.engine._until
         if until is not None and until < horizon:
@@ -160,15 +254,83 @@ class HwrngFastForward:
         nxt = k.timers.next_expiry(task.cpu)
         if nxt is not None and k.tick_time(nxt) < horizon:
             horizon = k.tick_time(nxt)
-        j = (horizon - now) // delta
-        if rng.t_start is not None:
-            j = min(j, (rng.next_word_time(now) - 1 - now) // delta)
-        if j < 2 or rng.dying.done or rng._level_ref != 0:
+        no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
+        plan = _Plan(now)
+        fifo = (rng._level_ref, rng._t_ref, rng.produced(rng._t_ref))
+        while True:
+            known = table.get(key)
+            if not known:
+                break
+            base = plan.B(plan.n)
+            match = None
+            for c in known:     # the one cycle whose status reads see what the FIFO will hold
+                if base + c.d[T] > horizon or (no_reads and c.d[READS]):
+                    continue
+                after = self._fifo_after(c, base, fifo)
+                if after is None:
+                    continue
+                if match is not None:
+                    match = None     # two fit: something the start key does not capture
+                    break
+                match = (c, after)
+            if match is None:
+                break
+            c, fifo = match
+            nkey = (c.state, self._phase(k, base + c.d[T]))
+            reps = 1
+            if nkey == key and not c.d[CONSUMED] and len(known) == 1:
+                # the same cycle over and over (polls of an empty FIFO): as many as fit
+                reps = (horizon - base) // c.d[T]
+                if rng.t_start is not None:
+                    reps = min(reps, (self._next_landing(fifo[2]) - 1 - base) // c.d[T])
+                reps = max(1, reps)
+            plan.add(c, reps)
+            key = (c.state, self._phase(k, plan.B(plan.n)))
+        # land on the cycle after the known ones: its wakeup must be known too
+        landing = table.get(key)
+        if not landing or len({c.woff for c in landing}) != 1:
+            if plan.n < 2:
+                return None
+            plan.drop_last()         # land on the last known one instead
+            landing = None
+        if landing is not None:
+            plan.wake_of_next(landing[0].woff)
+        if plan.n >= 2 and plan.W(plan.n + 1) > horizon:
+            plan.drop_last()         # the skipped cycles are counted at the wakeup: before the horizon
+        j = plan.n + 1
+        if j < 2:
             return None
-        timer_wait = wait.kind in ("hwrng_yield", "hwrng_msleep")
-        if timer_wait and (delta % k.TICK_NSEC or (now - latency) % k.TICK_NSEC):
-            return None  # a wheel timer's wakeup is at a tick
-        return j, delta, latency, wait_ns, d, timer_wait
+        timer_wait = rng.wait.kind in ("hwrng_yield", "hwrng_msleep")
+        if (timer_wait and plan.W(j) % k.TICK_NSEC) or plan.W(j) > horizon:
+            return None
+        return plan, j, timer_wait, counters
+
+    def _next_landing(self, produced_ref: int) -> int:
+        """When the word after the first ``produced_ref`` the generator makes lands."""
+        rng = self.rng
+        return rng.t_start + -(-(produced_ref + 1) * NSEC_PER_SEC // rng.params.word_rate_hz)
+
+    def _fifo_after(self, c: _Cycle, base: int, fifo: tuple) -> tuple | None:
+        """The FIFO state (level, t_ref, produced at t_ref) after cycle ``c``
+        started at ``base``, or None if one of its status reads would see
+        something else than when it was measured."""
+        rng = self.rng
+        level, t_ref, p_ref = fifo
+        if not level and not c.d[CONSUMED] and all(seen == 0 for _, seen, _ in c.events):
+            # empty all along unless a word lands: its last read, at base + dt, decides
+            if rng.t_start is None or base + c.d[T] < self._next_landing(p_ref):
+                return fifo
+            return None
+        produced = rng.produced
+        cap = rng.params.fifo_words
+        for off, seen, taken in c.events:
+            t = base + off
+            avail = min(cap, level + produced(t) - p_ref)
+            if avail != seen:
+                return None
+            if taken:
+                level, t_ref, p_ref = avail - taken, t, produced(t)
+        return level, t_ref, p_ref
 
 
     # ---------------------------------------------------- back-to-back reads
@@ -239,6 +401,83 @@ class HwrngFastForward:
         return q, n_first, r, c, cap
 
 
+class _Plan:
+    """The known cycles ahead of a boundary at ``t0``: cycle ``n`` (n >= 1)
+    starts at ``B(n - 1)``, wakes at ``W(n)`` and ends at ``B(n)``, right
+    after a status read found the FIFO empty.  Kept as runs of one cycle
+    repeated (thousands of identical polls of a silent generator)."""
+
+    def __init__(self, t0: int):
+        self.t0 = t0
+        self.runs: list[tuple[_Cycle, int, int, int]] = []   # (cycle, count, first n, B(first n - 1))
+        self.n = 0
+        self._next_woff: int | None = None
+
+    def add(self, cycle: _Cycle, count: int) -> None:
+        self.runs.append((cycle, count, self.n + 1, self.B(self.n)))
+        self.n += count
+        self._next_woff = None
+
+    def drop_last(self) -> None:
+        """The last known cycle becomes the landing one (run in detail)."""
+        cycle, count, first, start = self.runs.pop()
+        if count > 1:
+            self.runs.append((cycle, count - 1, first, start))
+        self.n -= 1
+        self._next_woff = cycle.woff
+
+    def wake_of_next(self, woff: int) -> None:
+        """The wakeup offset of cycle n + 1 (the landing cycle, run in detail)."""
+        self._next_woff = woff
+
+    def cycle(self, n: int) -> _Cycle:
+        for cycle, count, first, _ in reversed(self.runs):
+            if n >= first:
+                return cycle
+        raise IndexError(n)
+
+    def B(self, n: int) -> int:
+        if n == 0:
+            return self.t0
+        for cycle, count, first, start in reversed(self.runs):
+            if n >= first:
+                return start + (n - first + 1) * cycle.d[T]
+        raise IndexError(n)
+
+    def W(self, n: int) -> int:
+        if n == self.n + 1:
+            return self.B(self.n) + self._next_woff
+        return self.B(n - 1) + self.cycle(n).woff
+
+    def cycles_before(self, t: int) -> int:
+        """The largest n <= self.n with B(n) <= t."""
+        best = 0
+        for cycle, count, first, start in self.runs:
+            if start + cycle.d[T] > t:
+                break
+            best = first - 1 + min(count, (t - start) // cycle.d[T])
+        return best
+
+    def sums(self, a: int, n: int) -> list[int]:
+        """The counters cycles a+1 .. n add (in the order of _ADDED)."""
+        out = [0] * len(_ADDED)
+        for cycle, count, first, _ in self.runs:
+            lo, hi = max(a + 1, first), min(n, first + count - 1)
+            if lo > hi:
+                continue
+            m = hi - lo + 1
+            for i, f in enumerate(_ADDED):
+                out[i] += m * cycle.d[f]
+        return out
+
+    def each(self, a: int, n: int):
+        """(n, B(n-1), cycle) for the cycles a+1 .. n that take words (one per run otherwise)."""
+        for cycle, count, first, start in self.runs:
+            lo, hi = max(a + 1, first), min(n, first + count - 1)
+            for c in range(lo, hi + 1) if cycle.d[CONSUMED] or cycle.wait_ns is not None else ():
+                yield c, start + (c - first) * cycle.d[T], cycle
+
+
 class _SpinReads:
     """``q`` whole reads of ``w = size / 4`` words each, spun through as one interval."""
 
@@ -294,6 +533,8 @@ class _SpinReads:
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + max(0, spin)
         rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + capped + (self.cut_at is not None)
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + done * self.size
+        core.reads[comm] = core.reads.get(comm, 0) + done
+        core.read_bytes[comm] = core.read_bytes.get(comm, 0) + done * self.size
         core.data_avail = 4 * (nw - done * self.w)   # a cut: a partial read's words wait in rng_buffer
         mutex_unlock(task, lock)
         self.ff.reads_skipped += done
@@ -333,42 +574,27 @@ class _SpinReads:
 
 
 class _Skip:
-    """One skip in progress: the poller asleep across cycles 1 .. j-1.
+    """One skip in progress: the poller asleep across cycles 1 .. j-1 of
+    ``plan``; the sleep ends with cycle j's wakeup (``W(j)``), and the rest of
+    cycle j runs in detail."""
 
-    Cycle ``n`` (1 <= n <= j) wakes at ``W(n) = t0 + n * delta - latency``
-    and ends with its status read at ``B(n) = t0 + n * delta``; cycles 1 .. j-1
-    are skipped, the sleep ends with cycle j's wakeup, and the loop's own
-    status read then ends at ``B(j)``.
-    """
-
-    def __init__(self, ff: HwrngFastForward, task: Task, j: int, delta: int, latency: int, wait_ns: int,
-                 d: tuple, timer_wait: bool):
-        self.ff, self.task = ff, task
+    def __init__(self, ff: HwrngFastForward, task: Task, plan: _Plan, j: int, timer_wait: bool,
+                 counters: tuple):
+        self.ff, self.task, self.plan = ff, task, plan
         self.k = task.k
         self.rq = self.k.cpus[task.cpu]
-        self.t0 = self.k.now
-        self.j, self.delta, self.latency, self.wait_ns, self.d = j, delta, latency, wait_ns, d
+        self.j = j
+        self.planned = j          # j as planned (a cut or an early wakeup lowers it)
         self.timer_wait = timer_wait
         self.applied = 0          # skipped cycles already added to the counters
-        self.planned = j          # j as planned (a cut or an early wakeup lowers j)
+        self.counters = list(counters)   # the snapshot counters at B(applied)
         self.timer: timer_list | None = None
         self.ev = None
-
-    def W(self, n: int) -> int:
-        return self.t0 + n * self.delta - self.latency
-
-    def B(self, n: int) -> int:
-        return self.t0 + n * self.delta
 
     def _arm(self, t: int) -> None:
         """The wakeup that ends the sleep, at ``t``."""
         k = self.k
-        if self.timer is not None:
-            k.timers.del_timer(self.timer)
-            self.timer = None
-        if self.ev is not None:
-            self.ev.cancel()
-            self.ev = None
+        self._disarm()
         if self.timer_wait and t > k.now and t % k.TICK_NSEC == 0:
             timer = timer_list(_process_timeout, name="process_timeout", data=self.task)
             timer.expires = k.jiffies_at(t) - 1
@@ -377,30 +603,39 @@ class _Skip:
         else:
             self.ev = k.engine.at(max(t, k.now), k.wake_up_process, self.task)
 
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.k.timers.del_timer(self.timer)
+            self.timer = None
+        if self.ev is not None:
+            self.ev.cancel()
+            self.ev = None
+
     def sleep(self) -> TaskBody:
-        task, rng = self.task, self.ff.rng
+        task, ff, plan = self.task, self.ff, self.plan
+        rng = ff.rng
         if self.timer_wait:  # cancellable through rng->dying, as hwrng_msleep/hwrng_yield are
             rng.dying.waiters.append(task)
-        self._arm(self.W(self.j))
+        self._arm(plan.W(self.j))
         self.rq.ff = self
-        self.ff.jumps += 1
+        ff.jumps += 1
         yield BLOCK
         self._woken()
-        self._arm_cancel()
+        self._disarm()
         if task in rng.dying.waiters:
             rng.dying.waiters.remove(task)
         n = self.applied
         if rng.wait_log is not None:  # the wait in progress (cycle n+1's), as the real one logs it
-            rng.wait_log.append((task.comm, self.B(n), self.k.now))
-        if self.j == self.planned:
-            # steady on: the landing boundary is checked against these
-            hist = self.ff._hist.get(task)
-            if hist:
-                s2, wait = hist[-1]
-                self.ff._hist[task] = [(tuple(v + m * dv for v, dv in zip(s2, self.d)), wait)
-                                       for m in (self.j - 2, self.j - 1)]
+            rng.wait_log.append((task.comm, plan.B(n), self.k.now))
+        if self.j == self.planned and n >= 1:
+            # learning goes on: cycle j starts from the boundary B(j - 1) the skip predicted
+            last = plan.cycle(n)
+            counters = tuple(self.counters)
+            ff._last[task] = (counters, last.state, (last.state, ff._phase(self.k, counters[T])))
+            ff._events[task] = []
         else:
-            self.ff._hist.pop(task, None)
+            ff._last.pop(task, None)
+            ff._events.pop(task, None)
 
     def _woken(self) -> None:
         """The poller has been woken (by the skip's own wakeup or anything
@@ -409,41 +644,65 @@ class _Skip:
             self.rq.ff = None
         if self.applied == self.j - 1:
             return
+        plan = self.plan
         woke = self.task.woken_ns
-        n = min(self.j - 1, (woke - self.t0) // self.delta)
-        if n + 1 < self.j and woke >= self.W(n + 1):
+        n = min(self.j - 1, plan.cycles_before(woke))
+        if n + 1 < self.j and woke >= plan.W(n + 1):
             self.ff.inexact += 1   # woken inside cycle n+1's awake window
         self._apply(n)
         self.j = n + 1
 
-    def _arm_cancel(self) -> None:
-        if self.timer is not None:
-            self.k.timers.del_timer(self.timer)
-            self.timer = None
-        if self.ev is not None:
-            self.ev.cancel()
-            self.ev = None
-
     def _apply(self, n: int) -> None:
-        """Add skipped cycles ``applied+1 .. n`` to the counters (each: a status
-        read's CPU time, a sleep and a wakeup, a wait)."""
-        m = n - self.applied
-        if m <= 0:
+        """Add skipped cycles ``applied+1 .. n`` to the counters and put the
+        reader's frame state, rng_buffer and the FIFO where cycle n left them."""
+        a = self.applied
+        if n <= a:
             return
-        task, rq, d, rng = self.task, self.rq, self.d, self.ff.rng
-        task.sum_exec_runtime += m * d[EXEC]
-        task.vruntime += m * d[VRUNTIME]
-        task.nvcsw += m
-        rq.nr_switches += m
-        rq.busy_ns += m * d[BUSY]
-        rq.min_vruntime += m * d[MIN_VRUNTIME]
+        task, rq, rng, plan = self.task, self.rq, self.ff.rng, self.plan
+        core = rng.core
+        add = plan.sums(a, n)
+        (exec_, vr, nvcsw, nivcsw, nr_sw, busy, waits, consumed, to_user, reads, read_bytes) = add
+        task.sum_exec_runtime += exec_
+        task.vruntime += vr
+        task.nvcsw += nvcsw
+        task.nivcsw += nivcsw
+        rq.nr_switches += nr_sw
+        rq.busy_ns += busy
+        last = plan.cycle(n)
+        # min_vruntime followed the poller, alone on its CPU, at each switch-in
+        v_switch_in = task.vruntime - last.d[VRUNTIME]
+        if v_switch_in > rq.min_vruntime:
+            rq.min_vruntime = v_switch_in
         comm = task.comm
-        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + m
+        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + waits
+        if consumed:
+            rng.consumed_words += consumed
+            core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + to_user
+            core.reads[comm] = core.reads.get(comm, 0) + reads
+            core.read_bytes[comm] = core.read_bytes.get(comm, 0) + read_bytes
+            # the FIFO as the last skipped consumption left it
+            for c, base, cycle in plan.each(a, n):
+                for off, seen, taken in cycle.events:
+                    if taken:
+                        rng._t_ref, rng._level_ref = base + off, seen - taken
+                        if rng.read_log is not None:
+                            rng.read_log.append((base + off, taken, comm))
+            if rng.consumed_words > rng.produced(self.k.now):  # pragma: no cover - by construction
+                raise RuntimeError("bcm2835 rng delivered more words than it generated")
+        # the frames of the read(2) in progress and rng_buffer, as at the end of cycle n
+        call_state, data_avail, _, _ = last.state
+        call = core.reading.get(task)
+        if call is not None and call_state is not None:
+            call.size, call.ret = call_state
+        core.data_avail = data_avail
         if rng.wait_log is not None:
-            for c in range(self.applied, n):
-                b = self.B(c)
-                rng.wait_log.append((comm, b, b + self.wait_ns))
-        self.ff.polls_skipped += m
+            for c, base, cycle in plan.each(a, n):
+                rng.wait_log.append((comm, base, base + cycle.wait_ns))
+        for i, f in enumerate(_ADDED):
+            self.counters[f] += add[i]
+        self.counters[T] = plan.B(n)
+        self.counters[WOKEN] = plan.W(n)
+        self.ff.polls_skipped += n - a
         self.applied = n
 
     def disturb(self, kind: str, start: int, end: int, p: Task | None = None) -> None:
@@ -453,18 +712,19 @@ class _Skip:
         if p is self.task:
             self._woken()     # its wakeup: the counters catch up before anything else runs
             return
-        # first skipped cycle whose status read is not over by ``start``
-        n = max(self.applied, (start - self.t0) // self.delta) + 1
+        plan = self.plan
+        # first skipped cycle whose last status read is not over by ``start``
+        n = max(self.applied, plan.cycles_before(start)) + 1
         if n >= self.j:
             return            # only the real last wakeup is left: the kernel handles it
-        if kind == "irq" and end < self.W(n):
+        if kind == "irq" and end < plan.W(n):
             return            # over before the next skipped wakeup: no effect
         self.rq.ff = None
         self._apply(n - 1)
         self.j = n
-        if start >= self.W(n):
+        if start >= plan.W(n):
             self.ff.inexact += 1  # inside cycle n's awake window: wake now
-        self._arm(self.W(n))
+        self._arm(plan.W(n))
 
 
 __all__ = ["HwrngFastForward"]

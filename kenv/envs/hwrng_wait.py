@@ -22,6 +22,8 @@ from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: a step ends when the reader's read(2) returns, or after this much simulated time
 STEP_LIMIT_NS = 5 * NSEC_PER_SEC
+#: the reader of /dev/hwrng (an rngd-like loop of read(2) calls)
+READER_COMM = "rngd"
 
 
 class HwrngSubsystem:
@@ -41,12 +43,10 @@ class HwrngSubsystem:
         self.logs = logs    # keep the rng's wait_log and read_log (tests)
         self.core: HwrngCore | None = None
         self.wait = parse_wait("hwrng_yield")
-        self.reader_bytes = 0
-        self.read_done = False
-        #: whole reads the fast-forward may skip in one step (None: any number;
-        #: HwrngWait-v0's step ends with the first read)
+        #: the step ends after this many of the reader's reads (None: at its time;
+        #: HwrngWait-v0: with the first) -- the fast-forwards must not skip past it
         self.reads_per_step = reads_per_step
-        self._reads_left = reads_per_step
+        self._reads0 = 0
         self.max_bytes_per_s = 4.0 * params.word_rate_hz
         self.last = [0.0, 0.0]
         self._boot_until: int | None = None
@@ -66,27 +66,35 @@ class HwrngSubsystem:
         self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.smp_cache_bytes,
                                       kthread_cpus=self.kthread_cpus, logs=self.logs)
         self.core.rng.quiet_until = self._boot_until
+        self.core.read_budget = self.reads_per_step
         # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
-        self.k.kthread_run(self._reader, "rngd", cpus_allowed=self.reader_cpus)
+        self.k.kthread_run(self._reader, READER_COMM, cpus_allowed=self.reader_cpus)
 
     def _reader(self, task: Task):
         core, bs = self.core, self.bs
         while True:
             ff = core.rng.ff
-            if ff is not None and self._reads_left != 0:
-                # a cpu_relax() driver: whole reads at once (kenv.drivers.hwrng_ff)
-                n = yield from ff.skip_reads(task, core, bs, self._reads_left)
-                if n:
-                    self._count_reads(n, n * bs)
-                    continue
-            n = yield from rng_dev_read(task, core, bs)
-            self._count_reads(1, n)
+            if ff is not None:
+                left = None if self.reads_per_step is None else self.reads_per_step - self._reads()
+                if left != 0:
+                    # a cpu_relax() driver: whole reads at once (kenv.drivers.hwrng_ff)
+                    if (yield from ff.skip_reads(task, core, bs, left)):
+                        continue
+            yield from rng_dev_read(task, core, bs)
 
-    def _count_reads(self, reads: int, nbytes: int) -> None:
-        self.reader_bytes += nbytes
-        self.read_done = True
-        if self._reads_left is not None:
-            self._reads_left = max(0, self._reads_left - reads)
+    def _reads(self) -> int:
+        """The reader's read(2)s returned in this step."""
+        return (self.core.reads.get(READER_COMM, 0) if self.core is not None else 0) - self._reads0
+
+    @property
+    def reader_bytes(self) -> int:
+        """Bytes the reader's read(2)s have returned."""
+        return self.core.read_bytes.get(READER_COMM, 0) if self.core is not None else 0
+
+    @property
+    def read_done(self) -> bool:
+        """A read(2) of the reader returned in this step."""
+        return self.core is not None and self.core.reads.get(READER_COMM, 0) > self._reads0
 
     def _spin_ns(self) -> int:
         return sum(self.core.rng.spin_ns_now().values()) if self.core is not None else 0
@@ -104,8 +112,7 @@ class HwrngSubsystem:
             self.core.rng.recheck_at = limit_ns
             # the step lasts at least until limit_ns (Kernel-v0 learns more from qperf)
             self.core.rng.quiet_until = limit_ns
-        self.read_done = False
-        self._reads_left = self.reads_per_step
+        self._reads0 = self.core.reads.get(READER_COMM, 0) if self.core is not None else 0
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
 
     def end_step(self) -> dict:
