@@ -264,3 +264,42 @@ def test_input_pool_still_works_for_hwrng():
     assert pool.credit_init_bits(200, "hwrng") == 128 and pool.crng_ready()
     assert pool.credit_init_bits(8, "hwrng") == 0
     assert set(DEFERRALS) == {"workqueue", "schedule_work", "timer", "hardirq", "none"}
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("kenv/RandomMix-v0", {}),
+    ("kenv/RandomMix-v0", {"scenario": {"threshold": 64, "msg_size": "64K"}}),
+    ("kenv/RandomMix-v0", {"actions": ["workqueue", "timer", "schedule_work", "hardirq"]}),
+    ("kenv/Kernel-v0", {}),
+])
+def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kwargs):
+    """The environments run qperf on across steps (run_slice) and fast-forward
+    steady round trips, across step ends and through the interrupt that
+    schedules a timer-deferred mix; the trajectories are those of a run with
+    every round trip simulated."""
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+    from kenv.workloads import qperf
+
+    def trajectory(ff):
+        monkeypatch.setattr(qperf, "FAST_FORWARD", ff)
+        env = gym.make(env_id, **kwargs)
+        out, jumps = [], 0
+        for seed in range(3):
+            obs, _ = env.reset(seed=seed)
+            env.action_space.seed(seed)
+            for _ in range(32):
+                obs, r, term, trunc, info = env.step(env.action_space.sample())
+                info = dict(info)
+                info.pop("step_sim_s", None)
+                out.append((obs.tobytes(), r, term, repr(sorted(info.items()))))
+                if term or trunc:
+                    break
+            jumps += env.unwrapped._episode.q.wl.pairs[0].jumps
+        return out, jumps
+
+    fast, jumps = trajectory(True)
+    exact, _ = trajectory(False)
+    assert jumps > 10
+    assert fast == exact

@@ -99,18 +99,13 @@ class HwrngSubsystem:
     def _spin_ns(self) -> int:
         return sum(self.core.rng.spin_ns_now().values()) if self.core is not None else 0
 
-    def step_lasts_until(self, t: int) -> None:
-        """The current step will not end before ``t`` (its driver knows now)."""
-        if self.core is not None and (self.core.rng.quiet_until or 0) < t:
-            self.core.rng.quiet_until = t
-
     def begin_step(self, wait: WaitStrategy, limit_ns: int) -> None:
         self.wait = wait
         if self.core is not None:
             self.core.rng.set_wait(wait)
             # a cpu_relax() spin looks at the strategy again at the step's end
             self.core.rng.recheck_at = limit_ns
-            # the step lasts at least until limit_ns (Kernel-v0 learns more from qperf)
+            # nothing looks at the rng before the step ends
             self.core.rng.quiet_until = limit_ns
         self._reads0 = self.core.reads.get(READER_COMM, 0) if self.core is not None else 0
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()

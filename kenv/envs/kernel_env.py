@@ -56,8 +56,6 @@ class _KernelEpisode:
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
                                  kthread_cpus=(READER_CPU,))
-        # a step ends when qperf's slice does: its end bounds the hwrng fast-forwards
-        self.q.wl.on_slice_end = self.hw.step_lasts_until
         # Boot until the rng has warmed up (RNG_WARMUP_COUNT numbers discarded)
         # and the hwrng kthread has filled the pool: from the first step on, all
         # three decisions act, and modprobe raid6_pq starts with the episode.

@@ -31,8 +31,9 @@ QPERF_SCENARIO_FIELDS = {
 class QperfSubsystem:
     """Two booted hosts of ``plat`` and one qperf tcp_lat client/server pair at
     one message size; the hosts' NIC interrupts feed their fast pools.  Owns
-    the engine: ``step(deferral)`` runs ``step_ns`` of qperf (and whatever
-    else lives on the client host's kernel).  Used by RandomMix-v0 and Kernel-v0."""
+    the engine: ``step(deferral)`` runs the next ``step_ns`` of the ping-pong,
+    which goes on across steps (and whatever else lives on the client host's
+    kernel).  Used by RandomMix-v0 and Kernel-v0."""
 
     def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
                  threshold: int, step_ns: int):
@@ -64,7 +65,8 @@ class QperfSubsystem:
         for r in self.randoms:
             r.set_deferral(deferral)
         mixes0 = sum(r.mixes for r in self.randoms)
-        (st,) = self.wl.run_size(self.size, self.step_ns)
+        # qperf runs on across steps; a step is the next step_ns of it
+        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns)
         pair = self.wl.pairs[0]
         if pair.steady is not None:
             # the undisturbed round trip (no rare event in it) of this size

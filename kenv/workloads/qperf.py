@@ -76,7 +76,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..drivers.random import MIX_INFLIGHT
 from ..errors import ConfigError
@@ -86,6 +86,15 @@ from ..sim.engine import Engine
 if TYPE_CHECKING:  # pragma: no cover
     from ..drivers.random import IrqRandomness
     from ..platforms.base import Platform
+
+#: run_slice(): the client's t_end (it never stops) and the most round trips one
+#: fast-forward skips (the HZ rule bounds them anyway: a mix at least every second)
+NEVER = 1 << 62
+MAX_JUMP_ROUND_TRIPS = 1 << 32
+
+#: The mode of a QperfTcpLat created without one: fast-forward steady round trips
+#: ("aggregated"); the tests set it False to compare with every round trip simulated.
+FAST_FORWARD = True
 
 #: IPv4 (20) + TCP (20) + TCP timestamps option (12): MSS = MTU - 52.
 TCP_IP_HEADER_BYTES = 52
@@ -466,6 +475,11 @@ class QperfPair:
         self.t_first = 0
         self.done = True
         self.rts = 0
+        # run_slice() (no pause between slices): round trips completed in detail,
+        # as (end, duration), and fast-forwards as (start, rtt, k), until credited
+        self.completed: list[tuple[int, int]] = []
+        self.skipped: list[tuple[int, int, int]] = []
+        self.last_completion = 0
         self.detailed = 0
         self.jumps = 0
         self.prev: _Snap | None = None
@@ -473,6 +487,7 @@ class QperfPair:
         self.steady_size: int | None = None  # the message size ``steady`` was measured at
         self.candidate: tuple | None = None
         self._min_vr_after_jump: int | None = None
+
 
     # state of both hosts that the fast-forward must carry
     def _state(self) -> tuple:
@@ -553,8 +568,8 @@ class QperfPair:
 
     def _plan_jump(self, t: int) -> int:
         rtt, deltas, dirq, offs = self.steady
-        # rounds that still start before t_end
-        k = -(-(self.t_end - t) // rtt)
+        # rounds that still start before t_end (run_slice: none, the rare events bound it)
+        k = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         for ep, n, off in zip((self.client, self.server), dirq, offs):
             if n <= 0:
                 continue
@@ -576,9 +591,8 @@ class QperfPair:
         rtt = self.steady[0]
         costs = self.client.k.costs
         t_resume = t + k * rtt
-        wl = self.wl
-        if t_resume >= self.t_end and wl.on_slice_end is not None and len(wl.pairs) == 1:
-            wl.on_slice_end(t_resume)   # the client stops when this jump ends
+        if self.wl.continuous:
+            self.skipped.append((t, rtt, k))
         self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
                                 self._jump_end, k, t)
         self.jumps += 1
@@ -630,16 +644,16 @@ class QperfTcpLat:
     """
 
     def __init__(self, platform: "Platform", *, random_factory, preempt: str, rng,
-                 instances: int = 1, mode: str = "aggregated"):
+                 instances: int = 1, mode: str | None = None):
+        if mode is None:
+            mode = "aggregated" if FAST_FORWARD else "exact"
         if mode not in QPERF_MODES:
             raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
         if platform.nic is None or "qperf_host" not in platform.extra:
             raise ConfigError("platform", platform.name, "a platform with an IPoIB NIC (x86-ib40g)")
         self.platform = platform
-        #: ``hook(t)``: the running slice (``run_size``) will not end before ``t``
-        #: -- its t_end when it starts, the exact end once the last fast-forward
-        #: is planned (a co-simulated subsystem uses it as a horizon)
-        self.on_slice_end: Callable[[int], None] | None = None
+        #: run_slice(): the ping-pong runs on without a pause (an environment)
+        self.continuous = False
         self.nic: NicParams = platform.nic
         self.stack: HostStackParams = platform.extra["qperf_host"]
         self.rng = rng
@@ -682,9 +696,48 @@ class QperfTcpLat:
                 yield from ep._recv_message(task)
                 pair.rts += 1
                 yield Run(ep.stack.user_ns, user=True)
+                if self.continuous:
+                    pair.completed.append((ep.k.now, ep.k.now - t))
             pair.elapsed = ep.k.now - t0
             pair.size_rts = pair.rts - rts0
             pair.done = True
+
+    def run_slice(self, size: int, until: int) -> list[SizeStats]:
+        """Run on to ``until`` without pausing qperf (an environment's step):
+        the first call starts every client at an arbitrary phase of the tick,
+        later calls continue the same ping-pong.  Per pair: the round trips
+        completed in the slice and their mean latency (RTT / 2), or, if none
+        completed, the time since the last completion / 2."""
+        eng = self.engine
+        if not self.continuous:
+            self.continuous = True
+            self.size = size
+            for p in self.pairs:
+                t0 = eng.now + 1 + int(self.rng.integers(0, p.client.k.TICK_NSEC))
+                p.t_end = NEVER
+                p.done = False
+                p.last_completion = t0
+                eng.at(t0, p.client.k.wake_up_process, p.client.task)
+        elif size != self.size:
+            raise ConfigError("msg_size", size, f"{self.size} (run_slice keeps one size)")
+        t_from = eng.now
+        starts = []
+        for p in self.pairs:
+            fp = p.client.host.random.fast_pool(p.cpu)
+            starts.append((fp.mixes, fp.irqs, p.detailed, p.jumps))
+        eng.run(until=until)
+        out = []
+        for p, (m0, i0, d0, j0) in zip(self.pairs, starts):
+            count, total = _credit(p, t_from, until)
+            fp = p.client.host.random.fast_pool(p.cpu)
+            st = SizeStats(size, until - t_from, count)
+            st.latency_ns = total / (2 * count) if count else (until - p.last_completion) / 2
+            st.mixes_client = fp.mixes - m0
+            st.irqs_client = fp.irqs - i0
+            st.detailed_round_trips = p.detailed - d0
+            st.jumps = p.jumps - j0
+            out.append(st)
+        return out
 
     def run_size(self, size: int, time_ns: int) -> list[SizeStats]:
         """Run all pairs at ``size`` for ``time_ns`` each; return per-pair stats."""
@@ -700,8 +753,6 @@ class QperfTcpLat:
             p.t_end = t0 + time_ns
             p.done = False
             eng.at(t0, p.client.k.wake_up_process, p.client.task)
-        if self.on_slice_end is not None:
-            self.on_slice_end(min(p.t_end for p in self.pairs))
         pairs = self.pairs
         if len(pairs) == 1:   # the stop test runs after every event: keep it cheap
             (only,) = pairs
@@ -718,6 +769,33 @@ class QperfTcpLat:
             st.jumps = p.jumps - j0
             out.append(st)
         return out
+
+
+def _credit(pair: "QperfPair", t_from: int, t_to: int) -> tuple[int, int]:
+    """Round trips of ``pair`` that completed in (t_from, t_to], and their total duration."""
+    count = total = 0
+    keep = []
+    for end, dur in pair.completed:
+        if end <= t_to:
+            if end > t_from:
+                count += 1
+                total += dur
+                pair.last_completion = max(pair.last_completion, end)
+        else:
+            keep.append((end, dur))
+    pair.completed = keep
+    left = []
+    for t0, rtt, k in pair.skipped:
+        lo = min(k, max(0, (t_from - t0) // rtt))
+        hi = min(k, max(0, (t_to - t0) // rtt))
+        if hi > lo:
+            count += hi - lo
+            total += (hi - lo) * rtt
+            pair.last_completion = max(pair.last_completion, t0 + hi * rtt)
+        if hi < k:
+            left.append((t0, rtt, k))
+    pair.skipped = left
+    return count, total
 
 
 def parse_size(text: str) -> int:
