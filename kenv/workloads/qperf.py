@@ -487,7 +487,9 @@ class QperfPair:
         self.steady_size: int | None = None  # the message size ``steady`` was measured at
         self.candidate: tuple | None = None
         self._min_vr_after_jump: int | None = None
-
+        # the mix triggers a planned fast-forward contains: (endpoint, interrupt, time)
+        self._triggers: list[tuple] = []
+        self._jump_counted: dict = {}
 
     # state of both hosts that the fast-forward must carry
     def _state(self) -> tuple:
@@ -566,25 +568,71 @@ class QperfPair:
             return 0
         return self._plan_jump(t)
 
+    def _irq_offsets(self, i: int) -> list[int] | None:
+        """Offsets from the round trip's start of endpoint ``i``'s interrupts in a
+        steady round trip (the last one measured, the others from the message's
+        NAPI batches), or None if they do not match the message's."""
+        rtt, deltas, dirq, offs = self.steady
+        n, off_last = dirq[i], offs[i]
+        packets, batch, n_irq, wire_ns, _ = _message_shape(self.wl.nic, self.wl.size)
+        if n != n_irq:
+            return None
+        at = [int(min((j + 1) * batch, packets) * wire_ns) for j in range(n)]
+        return [off_last - (at[-1] - a) for a in at]
+
     def _plan_jump(self, t: int) -> int:
         rtt, deltas, dirq, offs = self.steady
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
         k = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
-        for ep, n, off in zip((self.client, self.server), dirq, offs):
+        self._triggers = []
+        for i, (ep, n, off) in enumerate(zip((self.client, self.server), dirq, offs)):
             if n <= 0:
                 continue
             rnd = ep.host.random
             fp = rnd.fast_pool(ep.cpu)
-            if not fp.count & MIX_INFLIGHT:
-                k = min(k, (rnd.threshold - 1 - fp.count) // n)
-                x = ep.k.tick_time(fp.last + ep.k.HZ + 1) - t - off
-                k = min(k, max(0, -(-x // rtt)))
             mix = fp.mix
             ev = getattr(mix, "_event", None)
             if ev is not None and ev.pending:
                 # a pending mix timer: stop before the round trip it fires in
                 k = min(k, max(0, (ev.time - t) // rtt))
+            if fp.count & MIX_INFLIGHT:
+                continue
+            offsets = self._irq_offsets(i) if rnd.deferral in ("timer", "none") else None
+            if offsets is None:
+                # the interrupt that schedules the next mix is simulated in detail
+                k = min(k, (rnd.threshold - 1 - fp.count) // n)
+                x = ep.k.tick_time(fp.last + ep.k.HZ + 1) - t - off
+                k = min(k, max(0, -(-x // rtt)))
+                continue
+            # timer (or no) deferral: the interrupt that schedules the mix only sets
+            # MIX_INFLIGHT and queues the timer -- nothing a round trip would notice;
+            # it happens inside the fast-forward, which ends before the timer fires
+            def time_of(j, offsets=offsets, n=n):
+                m, r = divmod(j, n)
+                return t + m * rtt + offsets[r]
+            j = rnd.first_trigger(ep.cpu, k * n, time_of)
+            if j is None:
+                continue
+            t_trig = time_of(j)
+            until = ep.k.engine._until
+            if until is not None and t_trig > until:
+                # the deferral may change after this slice: stop before that round trip
+                k = min(k, j // n)
+                continue
+            self._triggers.append((ep, j, t_trig, time_of(j - 1) if j else t))
+            if rnd.deferral == "timer":
+                tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
+                k = min(k, max(0, (tick - t) // rtt))
         return max(0, k)
+
+    def _jump_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
+        """The interrupt that schedules a mix, inside a fast-forward: count the
+        ``before`` interrupts since it began (the last at ``t_prev``), then it."""
+        rnd = ep.host.random
+        if before:
+            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
+        if not rnd.add_interrupt_randomness(ep.cpu):  # pragma: no cover - planned so
+            raise RuntimeError("qperf fast-forward: the planned mix trigger did not trigger")
 
     def jump(self, task: Task, t: int, k: int) -> TaskBody:
         """Skip ``k`` steady round trips: block until they would have ended."""
@@ -593,6 +641,13 @@ class QperfPair:
         t_resume = t + k * rtt
         if self.wl.continuous:
             self.skipped.append((t, rtt, k))
+        counted = {}
+        for ep, j, t_trig, t_before in self._triggers:
+            if j < k * self.steady[2][0 if ep is self.client else 1]:   # inside this jump
+                # interrupts 0 .. j-1 are counted there, j is the trigger itself
+                self.client.k.engine.at(t_trig, self._jump_trigger, ep, j, t_before)
+                counted[ep] = j + 1
+        self._jump_counted = counted
         self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
                                 self._jump_end, k, t)
         self.jumps += 1
@@ -612,9 +667,12 @@ class QperfPair:
 
     def _jump_end(self, k: int, t: int) -> None:
         rtt, deltas, dirq, offs = self.steady
+        counted = self._jump_counted
         for ep, d, n, off in zip((self.client, self.server), deltas, dirq, offs):
             if n:
-                ep.host.random.add_interrupt_randomness_many(ep.cpu, k * n, t + (k - 1) * rtt + off)
+                left = k * n - counted.get(ep, 0)
+                if left:
+                    ep.host.random.add_interrupt_randomness_many(ep.cpu, left, t + (k - 1) * rtt + off)
                 ep.last_irq_t = t + (k - 1) * rtt + off
             task = ep.task
             rq = ep.k.cpus[ep.cpu]
