@@ -487,6 +487,7 @@ class QperfPair:
         self.steady_size: int | None = None  # the message size ``steady`` was measured at
         self.candidate: tuple | None = None
         self._min_vr_after_jump: int | None = None
+        self._offsets: tuple = (None, None)   # (steady, per endpoint interrupt offsets)
         # the mix triggers a planned fast-forward contains: (endpoint, interrupt, time)
         self._triggers: list[tuple] = []
         self._jump_counted: dict = {}
@@ -572,6 +573,13 @@ class QperfPair:
         """Offsets from the round trip's start of endpoint ``i``'s interrupts in a
         steady round trip (the last one measured, the others from the message's
         NAPI batches), or None if they do not match the message's."""
+        cache = self._offsets
+        if cache[0] is self.steady:
+            return cache[1][i]
+        self._offsets = (self.steady, [self._irq_offsets_of(0), self._irq_offsets_of(1)])
+        return self._offsets[1][i]
+
+    def _irq_offsets_of(self, i: int) -> list[int] | None:
         rtt, deltas, dirq, offs = self.steady
         n, off_last = dirq[i], offs[i]
         packets, batch, n_irq, wire_ns, _ = _message_shape(self.wl.nic, self.wl.size)
