@@ -189,7 +189,7 @@ class CPU:
         "id", "curr", "rt_queue", "cfs_queue", "need_resched", "irq_until", "min_vruntime",
         "_kick_ev", "_preempt_ev", "_slice_ev", "nr_switches", "last_qs", "qs_stretch_start",
         "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since", "trace_prev", "trace_np_start",
-        "ff",
+        "ff", "busy_log", "_busy_from",
     )
 
     def __init__(self, cpu: int):
@@ -220,6 +220,11 @@ class CPU:
         # start, end, task)`` is called before a task is enqueued ("enqueue",
         # the task) or an interrupt steals time ("irq", None) on this CPU.
         self.ff = None
+        # When a list, the CPU's busy stretches are appended as (start, end):
+        # interrupts, and from a wakeup on the idle CPU (or a switch-in) until
+        # it is idle again (kenv.workloads.qperf measures a round trip with it).
+        self.busy_log: list | None = None
+        self._busy_from: int | None = None
 
     @property
     def nr_running(self) -> int:
@@ -462,6 +467,8 @@ class Kernel:
     def check_preempt_curr(self, rq: CPU, p: Task) -> None:
         curr = rq.curr
         if curr is None:
+            if rq.busy_log is not None and rq._busy_from is None:
+                rq._busy_from = self.engine.now
             kev = rq._kick_ev
             if kev is None or kev.fn is None:   # _kick(rq, wakeup_ns), inlined
                 t = self.engine.now + self.costs.wakeup_ns
@@ -579,6 +586,9 @@ class Kernel:
         rq.qs_stretch_start = None
         if nxt is None:
             rq.idle_since = now
+            if rq.busy_log is not None and rq._busy_from is not None:
+                rq.busy_log.append((rq._busy_from, now))
+                rq._busy_from = None
             if engine.recorder is not None and rq.trace_prev is not None:
                 self._trace_switch(rq, None, max(now, rq.irq_until))
             return
@@ -601,6 +611,8 @@ class Kernel:
         irq_until = rq.irq_until
         start = (now if now >= irq_until else irq_until) + self.costs.context_switch_ns
         nxt._switched_in = start
+        if rq.busy_log is not None and rq._busy_from is None:
+            rq._busy_from = now
         if engine.recorder is not None:
             self._trace_switch(rq, nxt, start - self.costs.context_switch_ns)
         if cfs and not nxt.is_rt:
@@ -809,6 +821,8 @@ class Kernel:
         end = start + duration
         if rq.ff is not None:
             rq.ff.disturb("irq", start, end, None)
+        if rq.busy_log is not None and duration > 0:
+            rq.busy_log.append((start, end))
         rq.irq_until = end
         curr = rq.curr
         if curr is not None and curr._chunk_ev is not None and duration > 0:

@@ -221,6 +221,8 @@ class QperfHost:
         ep = self.endpoints.get(fp.cpu)
         if ep is not None:
             ep.sync_irqs()
+            if ep.pair is not None and ep.pair._jumping is not None:
+                ep.pair._sync_jump(ep)   # a mix timer inside a fast-forward
 
     def _on_mix(self, fp, context: str) -> None:
         ep = self.endpoints.get(fp.cpu)
@@ -251,6 +253,7 @@ class QperfEndpoint:
         self.disturb = 0           # rare-event counter: any change means "not steady"
         self.msgs_received = 0
         self.last_irq_t = 0        # time of the last interrupt counted
+        self.pair: "QperfPair | None" = None
         host.endpoints[cpu] = self
         host.boot_kworkers(cpu)
         self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
@@ -471,6 +474,7 @@ class QperfPair:
         self.server = QperfEndpoint(wl.hosts[1], cpu, "server", wl.nic, wl.stack, wl)
         self.client.peer = self.server
         self.server.peer = self.client
+        self.client.pair = self.server.pair = self
         self.t_end = 0
         self.t_first = 0
         self.done = True
@@ -488,6 +492,13 @@ class QperfPair:
         self.candidate: tuple | None = None
         self._min_vr_after_jump: int | None = None
         self._offsets: tuple = (None, None)   # (steady, per endpoint interrupt offsets)
+        # the busy stretches of each host's CPU in the steady round trip (from its
+        # start), measured with it; a fast-forward takes in a mix timer that fires
+        # while the CPU is idle
+        self.busy: tuple | None = None
+        self._busy_candidate: tuple | None = None
+        self._logging_from: int | None = None
+        self._jumping: tuple | None = None     # (start, round trips) of the fast-forward in progress
         # the mix triggers a planned fast-forward contains: (endpoint, interrupt, time)
         self._triggers: list[tuple] = []
         self._jump_counted: dict = {}
@@ -549,6 +560,7 @@ class QperfPair:
         snap = _Snap(t, self._state(), self._irqs(), self._disturb() if clean else -1)
         prev = self.prev
         self.prev = snap
+        busy = self._busy_log(t, clean)
         if not clean:
             return 0
         if self.steady is None:
@@ -563,11 +575,67 @@ class QperfPair:
             rec = (rtt, deltas, dirq, offs)
             if self.candidate != rec:
                 self.candidate = rec
+                self._busy_candidate = busy
                 return 0
             self.steady = rec
+            # the CPUs' busy stretches, if both measured round trips agree on them too
+            self.busy = busy if busy is not None and busy == self._busy_candidate else None
+            self._stop_busy_log()
         if not self.wl.fast_forward:
             return 0
         return self._plan_jump(t)
+
+    def _busy_log(self, t: int, clean: bool) -> tuple | None:
+        """During the measurement: the busy stretches of both CPUs since the
+        last boundary (relative to it), and a new log from here."""
+        out = None
+        eps = (self.client, self.server)
+        if self._logging_from is not None:
+            t0 = self._logging_from
+            out = []
+            for ep in eps:
+                rq = ep.k.cpus[ep.cpu]
+                log = list(rq.busy_log or ())
+                if rq._busy_from is not None:
+                    log.append((rq._busy_from, t))     # still busy at the boundary
+                out.append(tuple((a - t0, b - t0) for a, b in log))
+            out = tuple(out)
+        if clean and self.steady is None and self.wl.fast_forward:
+            self._logging_from = t
+            for ep in eps:
+                rq = ep.k.cpus[ep.cpu]
+                rq.busy_log = []
+                rq._busy_from = t if rq.curr is not None else None
+        else:
+            self._stop_busy_log()
+        return out
+
+    def _stop_busy_log(self) -> None:
+        self._logging_from = None
+        for ep in (self.client, self.server):
+            rq = ep.k.cpus[ep.cpu]
+            rq.busy_log = None
+            rq._busy_from = None
+
+    def _idle_at(self, i: int, t: int, o: int, d: int, m: int, k: int) -> bool:
+        """Is host ``i``'s CPU idle from offset ``o`` of round trip ``m`` for
+        ``d`` ns, in a fast-forward of ``k`` round trips from ``t``?"""
+        if self.busy is None:
+            return False
+        rtt = self.steady[0]
+        costs = self.client.k.costs
+        end = t + m * rtt + o + d
+        if end >= t + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
+            return False    # the fast-forward's own wakeup at its end
+        stretches = self.busy[i]
+        for shift in (0, rtt):      # this round trip, and the next one if it spills over
+            lo, hi = o - shift, o + d - shift
+            if hi < 0:
+                break
+            for a, b in stretches:
+                if a <= hi and b >= lo:
+                    return False
+        return True
 
     def _irq_offsets(self, i: int) -> list[int] | None:
         """Offsets from the round trip's start of endpoint ``i``'s interrupts in a
@@ -601,8 +669,9 @@ class QperfPair:
             mix = fp.mix
             ev = getattr(mix, "_event", None)
             if ev is not None and ev.pending:
-                # a pending mix timer: stop before the round trip it fires in
-                k = min(k, max(0, (ev.time - t) // rtt))
+                # a pending mix timer: in the fast-forward if it fires while the CPU
+                # is idle, else stop before the round trip it fires in
+                k = self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
             offsets = self._irq_offsets(i) if rnd.deferral in ("timer", "none") else None
@@ -630,8 +699,47 @@ class QperfPair:
             self._triggers.append((ep, j, t_trig, time_of(j - 1) if j else t))
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
-                k = min(k, max(0, (tick - t) // rtt))
+                k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
         return max(0, k)
+
+    def _take_timer(self, i: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
+        """A mix timer of endpoint ``i`` fires at ``tick`` (a TIMER softirq of
+        ``cost`` ns on its CPU): the fast-forward of ``k`` round trips from
+        ``t`` takes it in when that CPU is idle then in the steady round trip
+        (the mix counts the interrupts so far, see _sync_jump) and ends before
+        the next mix could be scheduled; else it stops before that round trip."""
+        rtt, deltas, dirq, offs = self.steady
+        m, o = divmod(tick - t, rtt)
+        if m >= k:
+            return k
+        offsets = self._irq_offsets(i)
+        if offsets is None or not self._idle_at(i, t, o, cost, m, k):
+            return min(k, m)
+        # after the mix: count restarts; no new trigger before the fast-forward ends
+        n = dirq[i]
+        rnd = ep.host.random
+        after_in_m = sum(1 for off in offsets if off > o)
+        k = min(k, m + 1 + (rnd.threshold - 1 - after_in_m) // n)
+        last = ep.k.jiffies_at(tick)
+        x = ep.k.tick_time(last + ep.k.HZ + 1) - t - offs[i]
+        return min(k, max(m + 1, -(-x // rtt)))
+
+    def _sync_jump(self, ep: "QperfEndpoint") -> None:
+        """A mix inside a fast-forward: count the interrupts of ``ep``'s host
+        that have arrived by now (the rest are counted when it ends)."""
+        t, k = self._jumping
+        i = 0 if ep is self.client else 1
+        rtt, deltas, dirq, offs = self.steady
+        n = dirq[i]
+        offsets = self._irq_offsets(i)
+        now = ep.k.now
+        m, o = divmod(now - t, rtt)
+        total = k * n if m >= k else m * n + sum(1 for off in offsets if off <= o)
+        counted = self._jump_counted.get(ep, 0)
+        if total > counted:
+            last = t + ((total - 1) // n) * rtt + offsets[(total - 1) % n]
+            ep.host.random.add_interrupt_randomness_many(ep.cpu, total - counted, last)
+            self._jump_counted[ep] = total
 
     def _jump_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
         """The interrupt that schedules a mix, inside a fast-forward: count the
@@ -656,6 +764,7 @@ class QperfPair:
                 self.client.k.engine.at(t_trig, self._jump_trigger, ep, j, t_before)
                 counted[ep] = j + 1
         self._jump_counted = counted
+        self._jumping = (t, k)
         self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
                                 self._jump_end, k, t)
         self.jumps += 1
@@ -676,6 +785,7 @@ class QperfPair:
     def _jump_end(self, k: int, t: int) -> None:
         rtt, deltas, dirq, offs = self.steady
         counted = self._jump_counted
+        self._jumping = None
         for ep, d, n, off in zip((self.client, self.server), deltas, dirq, offs):
             if n:
                 left = k * n - counted.get(ep, 0)
