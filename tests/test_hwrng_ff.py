@@ -139,8 +139,9 @@ def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:
         assert fast == exact
-    else:
-        assert fast["consumed"] == exact["consumed"] and fast["now"] == exact["now"]
+    else:   # the poll it woke inside ran a little late: at most a FIFO's worth of words moved
+        assert fast["now"] == exact["now"] and abs(fast["consumed"] - exact["consumed"]) <= 5
+    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
