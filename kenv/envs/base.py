@@ -83,6 +83,7 @@ class KenvEnv(gym.Env):
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
         self._episode = None
+        self._prev_feats: dict = {}
         self._scenario: dict | None = None
         self._last: dict | None = None
         self._last_action: int | None = None
@@ -103,6 +104,12 @@ class KenvEnv(gym.Env):
         return spaces.Discrete(len(self.actions))
 
     def _prev_action_features(self) -> list[float]:
+        feats = self._prev_feats.get(self._last_action)
+        if feats is None:   # one list per previous action, built once (never mutated)
+            feats = self._prev_feats[self._last_action] = self._build_prev_action_features()
+        return feats
+
+    def _build_prev_action_features(self) -> list[float]:
         return one_hot(-1 if self._last_action is None else self._last_action, len(self.actions))
 
     def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -102,7 +103,7 @@ class _KernelEpisode:
 
     def observation(self) -> list[float]:
         return (kernel_config_features(self.preempt, self.hz)
-                + [np.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last]
+                + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last]
                 + self.hw.observation() + self.r6.observation()
                 + [min(1.0, self.pool.init_bits / 256)])
 
@@ -245,13 +246,17 @@ class KernelEnv(KenvEnv):
             rows += [(f"previous {d} == {a}", 0.0, 1.0) for a in names]
         return rows
 
-    def _prev_action_features(self) -> list[float]:
+    def _build_prev_action_features(self) -> list[float]:
         out: list[float] = []
         for i, names in enumerate(self.actions):
             out += one_hot(-1 if self._last_action is None else self._last_action[i], len(names))
         return out
 
     def _action_index(self, action: Any) -> tuple[int, ...]:
+        if type(action) is np.ndarray and action.shape == (3,) and action.dtype.kind in "iu":
+            idx = tuple(action.tolist())        # the common case, fast
+            if all(0 <= i < len(names) for i, names in zip(idx, self.actions)):
+                return idx
         allowed = "an integer array of shape (3,) with entries in " + ", ".join(
             f"0..{len(a) - 1}" for a in self.actions)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -125,7 +126,7 @@ class _RandomMixEpisode:
     def observation(self) -> list[float]:
         n_hosts = len(self.q.randoms)
         return (kernel_config_features(self.preempt, self.hz)
-                + [np.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last,
+                + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last,
                    min(1.0, self.q.bits() / (256.0 * n_hosts)), self.last_bug])
 
     def info(self) -> dict:
