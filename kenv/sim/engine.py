@@ -132,7 +132,9 @@ class Engine:
         stop = self._stop
         if stop is not None and stop():
             return False
-        head = self._first()
+        head = self._head
+        if head is None or head[2].fn is None:
+            head = self._first()
         if head is not None and head[0] <= time:
             return False
         self.now = time
