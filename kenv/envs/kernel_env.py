@@ -190,7 +190,9 @@ class KernelEnv(KenvEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version.  Before the first release the qperf ping-pong was
+      made to run on across steps (as in RandomMix-v0), and a scheduler fix
+      stopped charging CPU time to a task preempted before it was switched in.
 
     ## References
 

@@ -146,7 +146,9 @@ class RandomMixEnv(KenvEnv):
     (``queue_work_on``, 58340f8e952b: a ~10% qperf ``tcp_lat`` regression on
     40 Gb/s IPoIB), or from the next timer tick (the patch, 748bc4dd9e66).
     Two simulated x86-ib40g hosts run a qperf ``tcp_lat`` ping-pong; their
-    NIC interrupts feed the fast pools; each step is a slice of that run.
+    NIC interrupts feed the fast pools; each step is the next ``step_ms`` of
+    that one ongoing run (a round trip in flight at a step boundary completes,
+    and is counted, in the next step).
 
     ## Action Space
 
@@ -198,7 +200,9 @@ class RandomMixEnv(KenvEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version.  Before the first release the ping-pong was made to
+      run on across steps instead of restarting at each step, which moves the
+      per-step figures a little (returns within their intervals).
 
     ## References
 
