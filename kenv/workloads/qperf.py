@@ -897,33 +897,22 @@ class QperfTcpLat:
         elif size != self.size:
             raise ConfigError("msg_size", size, f"{self.size} (run_slice keeps one size)")
         t_from = eng.now
-        starts = []
-        for p in self.pairs:
-            fp = p.client.host.random.fast_pool(p.cpu)
-            starts.append((fp.mixes, fp.irqs, p.detailed, p.jumps))
+        starts = [_counters(p) for p in self.pairs]
         eng.run(until=until)
         out = []
-        for p, (m0, i0, d0, j0) in zip(self.pairs, starts):
+        for p, start in zip(self.pairs, starts):
             count, total = _credit(p, t_from, until)
-            fp = p.client.host.random.fast_pool(p.cpu)
-            st = SizeStats(size, until - t_from, count)
-            st.latency_ns = total / (2 * count) if count else (until - p.last_completion) / 2
-            st.mixes_client = fp.mixes - m0
-            st.irqs_client = fp.irqs - i0
-            st.detailed_round_trips = p.detailed - d0
-            st.jumps = p.jumps - j0
-            out.append(st)
+            lat = total / (2 * count) if count else (until - p.last_completion) / 2
+            out.append(_size_stats(p, start, size, until - t_from, count, lat))
         return out
 
     def run_size(self, size: int, time_ns: int) -> list[SizeStats]:
         """Run all pairs at ``size`` for ``time_ns`` each; return per-pair stats."""
         self.size = size
         eng = self.engine
-        out = []
         starts = []
         for p in self.pairs:
-            fp = p.client.host.random.fast_pool(p.cpu)
-            starts.append((fp.mixes, fp.irqs, p.detailed, p.jumps))
+            starts.append(_counters(p))
             # qperf's per-size negotiation lands at an arbitrary phase of the tick
             t0 = eng.now + 1 + int(self.rng.integers(0, p.client.k.TICK_NSEC))
             p.t_end = t0 + time_ns
@@ -935,16 +924,24 @@ class QperfTcpLat:
             eng.run(stop=lambda: only.done)
         else:
             eng.run(stop=lambda: all(p.done for p in pairs))
-        for p, (m0, i0, d0, j0) in zip(self.pairs, starts):
-            fp = p.client.host.random.fast_pool(p.cpu)
-            st = SizeStats(size, p.elapsed, p.size_rts)
-            st.latency_ns = p.elapsed / (2 * p.size_rts) if p.size_rts else float("nan")
-            st.mixes_client = fp.mixes - m0
-            st.irqs_client = fp.irqs - i0
-            st.detailed_round_trips = p.detailed - d0
-            st.jumps = p.jumps - j0
-            out.append(st)
-        return out
+        return [_size_stats(p, start, size, p.elapsed, p.size_rts,
+                            p.elapsed / (2 * p.size_rts) if p.size_rts else float("nan"))
+                for p, start in zip(self.pairs, starts)]
+
+
+def _counters(pair: "QperfPair") -> tuple[int, int, int, int]:
+    """The client's mixes and interrupts, and the pair's detailed round trips and fast-forwards, so far."""
+    fp = pair.client.host.random.fast_pool(pair.cpu)
+    return fp.mixes, fp.irqs, pair.detailed, pair.jumps
+
+
+def _size_stats(pair: "QperfPair", start: tuple, size: int, elapsed: int, count: int,
+                latency_ns: float) -> SizeStats:
+    """``pair``'s SizeStats since its counters were ``start`` (:func:`_counters`)."""
+    m0, i0, d0, j0 = start
+    m1, i1, d1, j1 = _counters(pair)
+    return SizeStats(size, elapsed, count, latency_ns, mixes_client=m1 - m0, irqs_client=i1 - i0,
+                     detailed_round_trips=d1 - d0, jumps=j1 - j0)
 
 
 def _credit(pair: "QperfPair", t_from: int, t_to: int) -> tuple[int, int]:
