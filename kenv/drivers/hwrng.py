@@ -315,7 +315,11 @@ class Bcm2835Rng:
             t = self.k.now
         if self.t_start is None:
             raise RuntimeError("bcm2835 rng read before bcm2835_rng_init()")
-        n = self.produced(t) + 1
+        return self.word_time(self.produced(t) + 1)
+
+    def word_time(self, n: int) -> int:
+        """The time the generator's ``n``-th word (1-based) enters the FIFO
+        (the generator must be running: ``t_start`` set)."""
         return self.t_start + -(-n * NSEC_PER_SEC // self.params.word_rate_hz)
 
     def _consume(self, n: int) -> None:

@@ -247,13 +247,7 @@ class HwrngFastForward:
         counters, state, key = snap
         now = counters[T]
         # how far: within the step, before the next timer of the poller's CPU
-        horizon = rng.quiet_until
-        until = k.engine._until
-        if until is not None and until < horizon:
-            horizon = until
-        nxt = k.timers.next_expiry(task.cpu)
-        if nxt is not None and k.tick_time(nxt) < horizon:
-            horizon = k.tick_time(nxt)
+        horizon = self._horizon(k, (task.cpu,))
         no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
         plan = _Plan(now)
         fifo = (rng._level_ref, rng._t_ref, rng.produced(rng._t_ref))
@@ -282,7 +276,7 @@ class HwrngFastForward:
                 # the same cycle over and over (polls of an empty FIFO): as many as fit
                 reps = (horizon - base) // c.d[T]
                 if rng.t_start is not None:
-                    reps = min(reps, (self._next_landing(fifo[2]) - 1 - base) // c.d[T])
+                    reps = min(reps, (rng.word_time(fifo[2] + 1) - 1 - base) // c.d[T])
                 reps = max(1, reps)
             plan.add(c, reps)
             key = (c.state, self._phase(k, plan.B(plan.n)))
@@ -305,10 +299,18 @@ class HwrngFastForward:
             return None
         return plan, j, timer_wait, counters
 
-    def _next_landing(self, produced_ref: int) -> int:
-        """When the word after the first ``produced_ref`` the generator makes lands."""
-        rng = self.rng
-        return rng.t_start + -(-(produced_ref + 1) * NSEC_PER_SEC // rng.params.word_rate_hz)
+    def _horizon(self, k, cpus) -> int:
+        """How far a fast-forward may go: the rng's ``quiet_until``, the
+        engine's ``until`` and the next timer on ``cpus``, whichever comes first."""
+        horizon = self.rng.quiet_until
+        until = k.engine.until
+        if until is not None and until < horizon:
+            horizon = until
+        for cpu in cpus:
+            nxt = k.timers.next_expiry(cpu)
+            if nxt is not None and k.tick_time(nxt) < horizon:
+                horizon = k.tick_time(nxt)
+        return horizon
 
     def _fifo_after(self, c: _Cycle, base: int, fifo: tuple) -> tuple | None:
         """The FIFO state (level, t_ref, produced at t_ref) after cycle ``c``
@@ -318,7 +320,7 @@ class HwrngFastForward:
         level, t_ref, p_ref = fifo
         if not level and not c.d[CONSUMED] and all(seen == 0 for _, seen, _ in c.events):
             # empty all along unless a word lands: its last read, at base + dt, decides
-            if rng.t_start is None or base + c.d[T] < self._next_landing(p_ref):
+            if rng.t_start is None or base + c.d[T] < rng.word_time(p_ref + 1):
                 return fifo
             return None
         produced = rng.produced
@@ -358,20 +360,13 @@ class HwrngFastForward:
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
-        horizon = rng.quiet_until
-        until = k.engine._until
-        if until is not None and until < horizon:
-            horizon = until
         cpus = [task.cpu]
         kthread = core.hwrng_fill
         if kthread is not None and kthread is not task and kthread.state != TASK_DEAD:
             if kthread.state != TASK_SLEEPING or kthread in lock.wait_list:
                 return None
             cpus.append(kthread.cpu)   # it sleeps on a timer of its CPU's base
-        for cpu in cpus:
-            nxt = k.timers.next_expiry(cpu)
-            if nxt is not None and k.tick_time(nxt) < horizon:
-                horizon = k.tick_time(nxt)
+        horizon = self._horizon(k, cpus)
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
             return None
@@ -388,11 +383,9 @@ class HwrngFastForward:
         cap = None
         R = rng.recheck_at
         if R is not None and R > now and q >= 1:
-            def landing(i: int) -> int:
-                return rng.t_start + -(-(n_first + i) * NSEC_PER_SEC // rng.params.word_rate_hz)
             i = rng.produced(R) + 1 - n_first            # the first word landing after R
-            if 0 <= i < q * w and (now + r if i == 0 else landing(i - 1) + 4 * r + c) < R:
-                if R + r >= landing(i):
+            if 0 <= i < q * w and (now + r if i == 0 else rng.word_time(n_first + i - 1) + 4 * r + c) < R:
+                if R + r >= rng.word_time(n_first + i):
                     q = i // w       # not followed here: stop before that word's read
                 else:
                     cap = i
@@ -496,8 +489,7 @@ class _SpinReads:
 
     def T(self, i: int) -> int:
         """Landing time of the i-th word read (0-based)."""
-        rng = self.rng
-        return rng.t_start + -(-(self.n_first + i) * NSEC_PER_SEC // rng.params.word_rate_hz)
+        return self.rng.word_time(self.n_first + i)
 
     def end(self, q: int) -> int:
         return self.T(q * self.w - 1) + 3 * self.r + self.c

@@ -181,7 +181,6 @@ class Task:
         return f"<{self.comm}-{self.pid} cpu{self.cpu} {self.state}>"
 
 
-
 class CPU:
     """One CPU's runqueue and execution state (``struct rq``)."""
 
@@ -469,10 +468,7 @@ class Kernel:
         if curr is None:
             if rq.busy_log is not None and rq._busy_from is None:
                 rq._busy_from = self.engine.now
-            kev = rq._kick_ev
-            if kev is None or kev.fn is None:   # _kick(rq, wakeup_ns), inlined
-                t = self.engine.now + self.costs.wakeup_ns
-                rq._kick_ev = self.engine.at(t if t >= rq.irq_until else rq.irq_until, self._kick_fire, rq)
+            self._kick(rq, self.costs.wakeup_ns)
             return
         if p.is_rt:
             if not curr.is_rt or p.rt_priority > curr.rt_priority:
@@ -579,11 +575,7 @@ class Kernel:
             rq._slice_ev = None
         nxt = self._pick_next(rq)
         now = engine.now
-        # a context switch is a quiescent state: _rcu_qs(rq)
-        if rq.qs_stretch_start is not None and engine.recorder is not None:
-            self._trace_np_end(rq)
-        rq.last_qs = now
-        rq.qs_stretch_start = None
+        self._rcu_qs(rq)  # a context switch is a quiescent state
         if nxt is None:
             rq.idle_since = now
             if rq.busy_log is not None and rq._busy_from is not None:
@@ -782,13 +774,7 @@ class Kernel:
     def _finish_chunk(self, p: Task) -> Any:
         """The chunk ended: charge it; the value for the task (a spin's CPU time)."""
         p._chunk_ev = None
-        ran = self.engine.now - p._chunk_start - p._chunk_stolen    # _charge(p), inlined
-        if ran < 0:
-            ran = 0
-        p.sum_exec_runtime += ran
-        self.cpus[p.cpu].busy_ns += ran
-        if not p.is_rt:
-            p.vruntime += ran * NICE_0_LOAD // p.weight
+        ran = self._charge(p)
         kind = p._chunk
         p._chunk = None
         if kind == "spin":

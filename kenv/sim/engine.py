@@ -96,6 +96,11 @@ class Engine:
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> Event:
         return self.at(self.now + delay, fn, *args)
 
+    @property
+    def until(self) -> int | None:
+        """The ``until`` of the :meth:`run` in progress (None: none, or no bound)."""
+        return self._until
+
     def _first(self) -> tuple[int, int, Event] | None:
         """The earliest live entry (made the head), or None; drops cancelled ones."""
         head = self._head

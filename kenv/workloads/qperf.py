@@ -691,7 +691,7 @@ class QperfPair:
             if j is None:
                 continue
             t_trig = time_of(j)
-            until = ep.k.engine._until
+            until = ep.k.engine.until
             if until is not None and t_trig > until:
                 # the deferral may change after this slice: stop before that round trip
                 k = min(k, j // n)
