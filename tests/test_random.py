@@ -303,3 +303,23 @@ def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kw
     exact, _ = trajectory(False)
     assert jumps > 10
     assert fast == exact
+
+
+def test_run_slice_keeps_one_message_size():
+    """run_slice() continues one ping-pong: another size is a clear error
+    naming msg_size, and the run is where it was (nothing simulated)."""
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+
+    env = gym.make("kenv/RandomMix-v0", scenario={"msg_size": "64K"})
+    env.reset(seed=0)
+    env.step(1)
+    wl = env.unwrapped._episode.q.wl
+    now, rts = wl.engine.now, wl.pairs[0].rts
+    with pytest.raises(ConfigError) as e:
+        wl.run_slice(4096, now + 10_000_000)
+    assert e.value.field == "msg_size" and "65536" in str(e.value)
+    assert (wl.engine.now, wl.pairs[0].rts) == (now, rts)
+    env.step(1)     # the env goes on
+    assert wl.engine.now > now
