@@ -187,8 +187,10 @@ class KenvEnv(gym.Env):
         m = self._episode.step(self._episode_action(a))
         if self._timeline is not None:
             self._timeline.end_step(a)
-        comps = {c: float(m.get(c, 0.0)) for c in COMPONENTS}
-        reward = self.profile.reward(comps)
+        get = m.get
+        values = [float(get(c, 0.0)) for c in COMPONENTS]
+        comps = dict(zip(COMPONENTS, values))
+        reward = self.profile.reward_of(values)
         self._last = m
         self._last_action = a
         terminated = bool(m.get("terminated", False))

@@ -163,6 +163,10 @@ class _HwrngEpisode:
         # the first step starts with the hwrng kthread and the reader at
         # /dev/hwrng and the generator running (unless the board keeps it silent)
         self.hw.boot(params.probe_ns + params.warmup_ns)
+        # the entries of the observation and info that an episode never changes
+        self._obs_head = (kernel_config_features(preempt, hz)
+                          + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)) + [1.0 / plat.nr_cpus])
+        self._info_head = {"platform": plat.name, "preempt": preempt, "hz": hz}
 
     @property
     def now_s(self) -> float:
@@ -183,14 +187,12 @@ class _HwrngEpisode:
 
     def observation(self) -> list[float]:
         hw_obs = self.hw.observation()
-        return (kernel_config_features(self.preempt, self.hz)
-                + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
-                + [1.0 / self.plat.nr_cpus, hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
+        return (self._obs_head + [hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
                 + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
 
     def info(self) -> dict:
-        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool), **kernel_info(self.k)}
+        return {**self._info_head, "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool),
+                **kernel_info(self.k)}
 
 
 class HwrngWaitEnv(KenvEnv):

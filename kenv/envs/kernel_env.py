@@ -68,6 +68,10 @@ class _KernelEpisode:
                                  load=scenario["load"],
                                  interval_us=int(scenario["cyclictest_interval_us"]),
                                  t0=k.now + int(rng.integers(0, k.TICK_NSEC)))
+        # the entries of the observation and info that an episode never changes
+        self._obs_head = (kernel_config_features(self.preempt, self.hz)
+                          + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64)])
+        self._info_head = {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz}
 
     @property
     def now_s(self) -> float:
@@ -102,16 +106,13 @@ class _KernelEpisode:
         }
 
     def observation(self) -> list[float]:
-        return (kernel_config_features(self.preempt, self.hz)
-                + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last]
-                + self.hw.observation() + self.r6.observation()
+        return (self._obs_head + [self.q.last] + self.hw.observation() + self.r6.observation()
                 + [min(1.0, self.pool.init_bits / 256)])
 
     def info(self) -> dict:
-        q = self.q.info()
-        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "sim_time_s": self.now_s, "msg_size": q["msg_size"], **self.hw.info(), **self.r6.info(),
-                **pool_info(self.pool), **kernel_info(self.k), "bugs": q["bugs"]}
+        return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
+                **self.hw.info(), **self.r6.info(), **pool_info(self.pool), **kernel_info(self.k),
+                "bugs": [b for h in self.q.wl.hosts for b in h.k.bugs]}
 
 
 class KernelEnv(KenvEnv):

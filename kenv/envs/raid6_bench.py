@@ -131,6 +131,10 @@ class _Raid6Episode:
         t0 = int(rng.integers(0, k.TICK_NSEC))
         self.r6 = Raid6Subsystem(k, plat, cpu=cpu, kernel_version=kernel, load=scenario["load"],
                                  interval_us=int(scenario["cyclictest_interval_us"]), t0=t0)
+        # the entries of the observation and info that an episode never changes
+        self._obs_head = (kernel_config_features(self.preempt, hz)
+                          + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)))
+        self._info_head = {"platform": plat.name, "preempt": self.preempt, "hz": hz, "kernel": kernel}
 
     @property
     def now_s(self) -> float:
@@ -151,13 +155,10 @@ class _Raid6Episode:
 
     def observation(self) -> list[float]:
         r6 = self.r6.observation()
-        return (kernel_config_features(self.preempt, self.hz)
-                + one_hot(PLATFORMS.index(self.plat.name), len(PLATFORMS))
-                + r6[:2] + [float(self.kernel_version == "5.17")] + r6[2:])
+        return self._obs_head + r6[:2] + [float(self.kernel_version == "5.17")] + r6[2:]
 
     def info(self) -> dict:
-        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "kernel": self.kernel_version, "sim_time_s": self.now_s, **self.r6.info(),
+        return {**self._info_head, "sim_time_s": self.now_s, **self.r6.info(),
                 "rcu_stalls": len(self.k.rcu_stalls), "bugs": list(self.k.bugs)}
 
 

@@ -40,6 +40,7 @@ class QperfSubsystem:
                  threshold: int, step_ns: int):
         self.plat = plat
         self.size = parse_size(str(msg_size))
+        self.msg_size_label = format_size(self.size)
         self.threshold = threshold
         self.step_ns = step_ns
         self.randoms: list[IrqRandomness] = []
@@ -83,7 +84,7 @@ class QperfSubsystem:
 
     def info(self) -> dict:
         pools = [r.input_pool for r in self.randoms]
-        return {"msg_size": format_size(self.size),
+        return {"msg_size": self.msg_size_label,
                 "crng_init": [p.crng_init for p in pools],
                 "bits_credited_total": [p.init_bits for p in pools],
                 "crng_ready_s": [None if p.ready_ns is None else p.ready_ns / NSEC_PER_SEC for p in pools],
@@ -108,6 +109,10 @@ class _RandomMixEpisode:
                                 threshold=int(scenario["threshold"]),
                                 step_ns=int(float(scenario["step_ms"]) * NSEC_PER_MSEC))
         self.last_bug = 0.0
+        # the entries of the observation and info that an episode never changes
+        self._obs_head = (kernel_config_features(self.preempt, self.hz)
+                          + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64)])
+        self._info_head = {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz}
 
     @property
     def now_s(self) -> float:
@@ -125,13 +130,10 @@ class _RandomMixEpisode:
 
     def observation(self) -> list[float]:
         n_hosts = len(self.q.randoms)
-        return (kernel_config_features(self.preempt, self.hz)
-                + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64), self.q.last,
-                   min(1.0, self.q.bits() / (256.0 * n_hosts)), self.last_bug])
+        return self._obs_head + [self.q.last, min(1.0, self.q.bits() / (256.0 * n_hosts)), self.last_bug]
 
     def info(self) -> dict:
-        return {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz,
-                "sim_time_s": self.now_s, **self.q.info()}
+        return {**self._info_head, "sim_time_s": self.now_s, **self.q.info()}
 
 
 class RandomMixEnv(KenvEnv):

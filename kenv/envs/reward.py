@@ -18,9 +18,10 @@ spin       -      CPU time burned in cpu_relax() loops / step duration
 
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..errors import ConfigError
 from .config import check_weight, load_yaml, packaged_names
@@ -40,7 +41,11 @@ class RewardProfile:
         object.__setattr__(self, "_signed", tuple(SIGN[c] * self.weights[c] for c in COMPONENTS))
 
     def reward(self, components: Mapping[str, float]) -> float:
-        return float(sum(w * components[c] for w, c in zip(self._signed, COMPONENTS)))
+        return self.reward_of([components[c] for c in COMPONENTS])
+
+    def reward_of(self, values: Sequence[float]) -> float:
+        """The reward of component values given in the order of COMPONENTS."""
+        return float(sum(map(operator.mul, self._signed, values)))
 
     def with_weights(self, overrides: Mapping[str, float] | None) -> "RewardProfile":
         if not overrides:
