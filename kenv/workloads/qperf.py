@@ -73,6 +73,7 @@ figures.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from dataclasses import dataclass
@@ -153,32 +154,39 @@ class HostStackParams:
 
 @functools.lru_cache(maxsize=256)
 def _message_shape(nic: NicParams, size: int) -> tuple:
-    """(packets, packets per interrupt, interrupts, wire_ns, MSS) of a ``size``-byte message."""
+    """(packets, packets per interrupt, interrupts, MSS, interrupt offsets) of a
+    ``size``-byte message: interrupt ``j`` (0-based) is taken when batch ``j``
+    is complete, ``min((j + 1) * B, packets) * wire_ns`` after the first
+    packet's arrival would start."""
     packets = nic.packets(size)
     b = nic.napi_batch()
     batch = packets if b is None else min(b, packets)
-    return packets, batch, -(-packets // batch), nic.wire_ns, nic.mss
+    n_irq = -(-packets // batch)
+    wire_ns = nic.wire_ns
+    offsets = tuple(int(min((j + 1) * batch, packets) * wire_ns) for j in range(n_irq))
+    return packets, batch, n_irq, nic.mss, offsets
 
 
 class RxMessage:
-    """The NAPI interrupt stream of one message arriving at one CPU.
+    """The NAPI interrupt stream of one message arriving at one CPU
+    (``shape``: :func:`_message_shape`).
 
     Interrupt ``j`` (0-based) is taken when batch ``j`` is complete:
     ``t0 + min((j + 1) * B, packets) * wire_ns``.
     """
 
-    __slots__ = ("size", "t0", "batch", "packets", "n_irq", "wire_ns", "mss", "next_irq",
+    __slots__ = ("size", "t0", "batch", "packets", "n_irq", "mss", "offsets", "next_irq",
                  "trigger_ev")
 
-    def __init__(self, size: int, t0: int, nic: NicParams):
+    def __init__(self, size: int, t0: int, shape: tuple):
         self.size = size
         self.t0 = t0
-        self.packets, self.batch, self.n_irq, self.wire_ns, self.mss = _message_shape(nic, size)
+        self.packets, self.batch, self.n_irq, self.mss, self.offsets = shape
         self.next_irq = 0          # interrupts [0, next_irq) have been counted
         self.trigger_ev = None
 
     def irq_time(self, j: int) -> int:
-        return self.t0 + int(min((j + 1) * self.batch, self.packets) * self.wire_ns)
+        return self.t0 + self.offsets[j]
 
     def batch_packets(self, j: int) -> int:
         return min((j + 1) * self.batch, self.packets) - j * self.batch
@@ -254,6 +262,8 @@ class QperfEndpoint:
         self.msgs_received = 0
         self.last_irq_t = 0        # time of the last interrupt counted
         self.pair: "QperfPair | None" = None
+        self._shape_size: int | None = None   # the message size of ``_shape``
+        self._shape: tuple = ()
         host.endpoints[cpu] = self
         host.boot_kworkers(cpu)
         self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
@@ -261,7 +271,9 @@ class QperfEndpoint:
     # ---------------------------------------------------------- receive side
     def start_message(self, size: int, t0: int) -> None:
         """The first packet of a message leaves the sender's HCA at ``t0 - wire_latency``."""
-        msg = RxMessage(size, t0, self.nic)
+        if size != self._shape_size:   # one size at a time: look the shape up once
+            self._shape_size, self._shape = size, _message_shape(self.nic, size)
+        msg = RxMessage(size, t0, self._shape)
         self.rx = msg
         eng = self.k.engine
         if msg.n_irq == 1:
@@ -292,11 +304,9 @@ class QperfEndpoint:
         msg = self.rx
         if msg is None or msg.next_irq == 0:
             return
-        now = self.k.now
         hi = msg.n_irq - 2                    # the last one has its own event
-        j = msg.next_irq - 1
-        while j + 1 <= hi and msg.irq_time(j + 1) <= now:
-            j += 1
+        # the last interrupt in next_irq .. hi that has arrived (next_irq - 1: none)
+        j = bisect.bisect_right(msg.offsets, self.k.now - msg.t0, msg.next_irq, max(msg.next_irq, hi + 1)) - 1
         n = j + 1 - msg.next_irq
         if n > 0:
             self.host.random.add_interrupt_randomness_many(self.cpu, n, msg.irq_time(j))
@@ -650,10 +660,9 @@ class QperfPair:
     def _irq_offsets_of(self, i: int) -> list[int] | None:
         rtt, deltas, dirq, offs = self.steady
         n, off_last = dirq[i], offs[i]
-        packets, batch, n_irq, wire_ns, _ = _message_shape(self.wl.nic, self.wl.size)
-        if n != n_irq:
+        at = _message_shape(self.wl.nic, self.wl.size)[4]
+        if n != len(at):
             return None
-        at = [int(min((j + 1) * batch, packets) * wire_ns) for j in range(n)]
         return [off_last - (at[-1] - a) for a in at]
 
     def _plan_jump(self, t: int) -> int:
