@@ -12,6 +12,8 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kenv  # noqa: F401  (registers the ids)
 from agents.baselines import build_oracle
@@ -26,6 +28,27 @@ def test_every_env_is_registered():
     for env_id in ENV_IDS:
         assert env_id in gym.registry
     assert {"kenv/HwrngWait-v0", "kenv/Raid6Bench-v0"} <= set(ENV_IDS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(weights=st.lists(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=6), min_size=1, max_size=5),
+       seed=st.integers(0, 2**32 - 1))
+def test_scenario_draw_is_generator_choice(weights, seed):
+    """ScenarioMix.sample draws each field as Generator.choice(n, p=w / w.sum())
+    does (same choices, same generator state after), without its per-call checks."""
+    from kenv.envs.scenario import ScenarioMix
+
+    fields = {f"f{i}": {f"c{j}": w for j, w in enumerate(ws)} for i, ws in enumerate(weights)}
+    mix = ScenarioMix("t", fields)
+    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = mix.sample(rng_a)
+    want = {}
+    for name, dist in fields.items():
+        choices = list(dist)
+        w = np.array([dist[c] for c in choices], dtype=float)
+        want[name] = choices[0] if len(choices) == 1 else choices[int(rng_b.choice(len(choices), p=w / w.sum()))]
+    assert got == want
+    assert rng_a.random() == rng_b.random()
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

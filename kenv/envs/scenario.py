@@ -12,6 +12,7 @@ a dict is applied on top of the env's default mix, field by field.
 from __future__ import annotations
 
 import os
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -25,16 +26,31 @@ from .config import check_distribution, load_yaml
 class ScenarioMix:
     name: str
     fields: Mapping[str, Mapping[Any, float]]
+    #: per field: (choices, cumulative distribution) -- built once, see sample()
+    _draws: tuple = dataclasses.field(default=(), repr=False, compare=False)
+
+    def __post_init__(self):
+        draws = []
+        for name, dist in self.fields.items():
+            choices = list(dist)
+            cdf = None
+            if len(choices) > 1:
+                w = np.array([dist[c] for c in choices], dtype=float)
+                # what Generator.choice(n, p=w / w.sum()) computes before its one draw
+                cdf = (w / w.sum()).cumsum()
+                cdf /= cdf[-1]
+            draws.append((name, choices, cdf))
+        object.__setattr__(self, "_draws", tuple(draws))
 
     def sample(self, rng: np.random.Generator) -> dict:
+        """One scenario: per field, the choice ``rng.choice(len(choices), p=weights)``
+        would give (the same single draw from ``rng``, without its per-call checks)."""
         out = {}
-        for field, dist in self.fields.items():
-            choices = list(dist)
-            w = np.array([dist[c] for c in choices], dtype=float)
-            if len(choices) == 1:
-                out[field] = choices[0]
+        for name, choices, cdf in self._draws:
+            if cdf is None:
+                out[name] = choices[0]
             else:
-                out[field] = choices[int(rng.choice(len(choices), p=w / w.sum()))]
+                out[name] = choices[int(cdf.searchsorted(rng.random(), side="right"))]
         return out
 
     def contexts(self) -> list[dict]:
