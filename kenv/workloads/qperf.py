@@ -92,6 +92,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: fast-forward skips (the HZ rule bounds them anyway: a mix at least every second)
 NEVER = 1 << 62
 MAX_JUMP_ROUND_TRIPS = 1 << 32
+#: QperfPair._refills_owed() of a clean state: no endpoint owes a refill
+NO_REFILLS = ((False, False), (False, False))
 
 #: The mode of a QperfTcpLat created without one: fast-forward steady round trips
 #: ("aggregated"); the tests set it False to compare with every round trip simulated.
@@ -508,10 +510,17 @@ class QperfPair:
         self.busy: tuple | None = None
         self._busy_candidate: tuple | None = None
         self._logging_from: int | None = None
-        self._jumping: tuple | None = None     # (start, round trips) of the fast-forward in progress
+        # the round trip that pays the refills a kworker left owed (cold_netrx,
+        # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
+        # the steady one (twice alike) per set of refills owed, then replayed
+        self.refill_rts: dict[tuple, tuple] = {}      # refills owed -> (rtt, deltas, irqs per rt, offsets)
+        self._refill_candidate: dict[tuple, tuple] = {}
+        self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
+        self._jumping: tuple | None = None     # (start, round trips, record) of the fast-forward in progress
         # the mix triggers a planned fast-forward contains: (endpoint, interrupt, time)
         self._triggers: list[tuple] = []
         self._jump_counted: dict = {}
+        self._record: tuple | None = None      # what the next jump() skips: steady or a refill_rts entry
 
     # state of both hosts that the fast-forward must carry
     def _state(self) -> tuple:
@@ -532,22 +541,32 @@ class QperfPair:
     def _clean(self) -> bool:
         """No rare event pending: nothing but qperf runnable, no refill owed,
         no interrupt left to count, no mix in a kworker pending."""
+        return self._refills_owed() == NO_REFILLS
+
+    def _refills_owed(self) -> tuple | None:
+        """The refills owed, ``((cold_qperf, cold_netrx) of the client, of the
+        server)``, if that is all that keeps the state from clean (NO_REFILLS:
+        clean); None if anything else does."""
+        owed = []
         for ep in (self.client, self.server):
             rq = ep.k.cpus[ep.cpu]
-            if rq.cfs_queue or rq.rt_queue or ep.cold_qperf or ep.cold_netrx:
-                return False
+            if rq.cfs_queue or rq.rt_queue:
+                return None
             if ep.rx is not None or ep.sock_avail:
-                return False
+                return None
             cur = rq.curr
             if cur is not None and cur is not ep.task:
-                return False
+                return None
             if rq.irq_until > ep.k.now:
-                return False
+                return None
             fp = ep.host.random.fast_pool(ep.cpu)
             if fp.count & MIX_INFLIGHT and ep.host.random.deferral in ("workqueue", "schedule_work",
                                                                       "hardirq"):
-                return False
-        return self.server.waiting
+                return None
+            owed.append((ep.cold_qperf, ep.cold_netrx))
+        if not self.server.waiting:
+            return None
+        return owed[0], owed[1]
 
     def boundary(self, t: int) -> int:
         """At the top of the client loop: record, and return how many round
@@ -560,12 +579,17 @@ class QperfPair:
         the next round trips are the steady one (the model is deterministic
         between rare events), and the exact mode checks it.
         """
-        clean = self._clean()
+        owed = self._refills_owed()
+        clean = owed == NO_REFILLS
         if self.steady is not None:
             # measured already (only a new size measures again, from a fresh
             # ``prev``): no snapshot needed
-            if not clean or not self.wl.fast_forward:
+            if self._refill_measuring is not None:
+                self._end_refill_measure(t, clean)
+            if owed is None or not self.wl.fast_forward:
                 return 0
+            if not clean:
+                return self._plan_refill(t, owed)
             return self._plan_jump(t)
         snap = _Snap(t, self._state(), self._irqs(), self._disturb() if clean else -1)
         prev = self.prev
@@ -666,7 +690,7 @@ class QperfPair:
         return [off_last - (at[-1] - a) for a in at]
 
     def _plan_jump(self, t: int) -> int:
-        rtt, deltas, dirq, offs = self.steady
+        self._record = rtt, deltas, dirq, offs = self.steady
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
         k = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         self._triggers = []
@@ -711,6 +735,51 @@ class QperfPair:
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
         return max(0, k)
 
+    def _plan_refill(self, t: int, owed: tuple) -> int:
+        """A boundary that is clean but for the refills ``owed``: replay the
+        round trip that pays them (1) if it is known and nothing rare can
+        happen in it -- no timer due on either CPU, no interrupt of it
+        scheduling a mix (count or HZ rule) -- else simulate it in detail
+        (0), measuring it if it is not known yet."""
+        rec = self.refill_rts.get(owed)
+        if rec is None:
+            self._refill_measuring = (owed, _Snap(t, self._state(), self._irqs(), self._disturb()))
+            return 0
+        rtt, deltas, dirq, offs = rec
+        for ep, n, off in zip((self.client, self.server), dirq, offs):
+            k = ep.k
+            nxt = k.timers.next_expiry(ep.cpu)
+            if nxt is not None and k.tick_time(nxt) <= t + rtt:
+                return 0
+            if n:
+                rnd = ep.host.random
+                fp = rnd.fast_pool(ep.cpu)
+                if not fp.count & MIX_INFLIGHT and (
+                        fp.count + n >= rnd.threshold or t + off >= k.tick_time(fp.last + k.HZ + 1)):
+                    return 0
+        self._record = rec
+        self._triggers = []
+        return 1
+
+    def _end_refill_measure(self, t: int, clean: bool) -> None:
+        """The boundary after a refill round trip simulated in detail: keep it
+        if it ended clean with no rare event but its refills, and learn it
+        once two of them agree (as the steady round trip is learned)."""
+        owed, snap = self._refill_measuring
+        self._refill_measuring = None
+        refills = sum(owed[0]) + sum(owed[1])
+        if not clean or self._disturb() - snap.disturb != refills:
+            return
+        dirq = tuple(b - a for a, b in zip(snap.irqs, self._irqs()))
+        if dirq != self.steady[2]:
+            return
+        deltas = tuple(tuple(b - a for a, b in zip(s0, s1)) for s0, s1 in zip(snap.state, self._state()))
+        rec = (t - snap.t, deltas, dirq, (self.client.last_irq_t - snap.t, self.server.last_irq_t - snap.t))
+        if self._refill_candidate.get(owed) == rec:
+            self.refill_rts[owed] = rec
+        else:
+            self._refill_candidate[owed] = rec
+
     def _take_timer(self, i: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
         """A mix timer of endpoint ``i`` fires at ``tick`` (a TIMER softirq of
         ``cost`` ns on its CPU): the fast-forward of ``k`` round trips from
@@ -736,9 +805,11 @@ class QperfPair:
     def _sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
         that have arrived by now (the rest are counted when it ends)."""
-        t, k = self._jumping
+        t, k, rec = self._jumping
+        if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
+            raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
         i = 0 if ep is self.client else 1
-        rtt, deltas, dirq, offs = self.steady
+        rtt, deltas, dirq, offs = rec
         n = dirq[i]
         offsets = self._irq_offsets(i)
         now = ep.k.now
@@ -760,22 +831,24 @@ class QperfPair:
             raise RuntimeError("qperf fast-forward: the planned mix trigger did not trigger")
 
     def jump(self, task: Task, t: int, k: int) -> TaskBody:
-        """Skip ``k`` steady round trips: block until they would have ended."""
-        rtt = self.steady[0]
+        """Skip ``k`` round trips of the record boundary() chose (the steady
+        one, or one refill round trip): block until they would have ended."""
+        rec = self._record
+        rtt = rec[0]
         costs = self.client.k.costs
         t_resume = t + k * rtt
         if self.wl.continuous:
             self.skipped.append((t, rtt, k))
         counted = {}
         for ep, j, t_trig, t_before in self._triggers:
-            if j < k * self.steady[2][0 if ep is self.client else 1]:   # inside this jump
+            if j < k * rec[2][0 if ep is self.client else 1]:   # inside this jump
                 # interrupts 0 .. j-1 are counted there, j is the trigger itself
                 self.client.k.engine.at(t_trig, self._jump_trigger, ep, j, t_before)
                 counted[ep] = j + 1
         self._jump_counted = counted
-        self._jumping = (t, k)
+        self._jumping = (t, k, rec)
         self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
-                                self._jump_end, k, t)
+                                self._jump_end, k, t, rec)
         self.jumps += 1
         rec = self.client.k.engine.recorder
         if rec is not None:
@@ -791,11 +864,17 @@ class QperfPair:
             self.client.k.cpus[self.cpu].min_vruntime = mv
             self._min_vr_after_jump = None
 
-    def _jump_end(self, k: int, t: int) -> None:
-        rtt, deltas, dirq, offs = self.steady
+    def _jump_end(self, k: int, t: int, rec: tuple) -> None:
+        rtt, deltas, dirq, offs = rec
         counted = self._jump_counted
         self._jumping = None
         for ep, d, n, off in zip((self.client, self.server), deltas, dirq, offs):
+            # the refills a replayed refill round trip paid (_run_cost, _netrx_cost)
+            paid = ep.cold_qperf + ep.cold_netrx
+            if paid:
+                ep.cold_qperf = ep.cold_netrx = False
+                ep.refills += paid
+                ep.disturb += paid
             if n:
                 left = k * n - counted.get(ep, 0)
                 if left:
@@ -866,6 +945,7 @@ class QperfTcpLat:
                 # again only when the size changes
                 pair.steady = None
                 pair.steady_size = size
+                pair.refill_rts, pair._refill_candidate, pair._refill_measuring = {}, {}, None
             pair.candidate = None
             rts0 = pair.rts
             while True:
