@@ -323,3 +323,38 @@ def test_run_slice_keeps_one_message_size():
     assert (wl.engine.now, wl.pairs[0].rts) == (now, rts)
     env.step(1)     # the env goes on
     assert wl.engine.now > now
+
+
+@pytest.mark.parametrize("env_id", ["kenv/RandomMix-v0", "kenv/Kernel-v0"])
+def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id):
+    """A new episode starts with the steady and refill round trips the process
+    has learned (qperf._LEARNED) instead of measuring them: the same
+    trajectories as with nothing learned, and fewer round trips in detail."""
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+    from kenv.workloads import qperf
+
+    def trajectory(cold):
+        env = gym.make(env_id, scenario={"msg_size": "64K", "preempt": "platform"})
+        out, detailed = [], 0
+        for seed in range(3):
+            if cold:
+                qperf._LEARNED.clear()
+            env.reset(seed=seed)
+            env.action_space.seed(seed)
+            for _ in range(24):
+                obs, r, term, trunc, info = env.step(env.action_space.sample())
+                info = dict(info)
+                info.pop("step_sim_s", None)
+                out.append((obs.tobytes(), r, term, repr(sorted(info.items()))))
+                if term or trunc:
+                    break
+            detailed += env.unwrapped._episode.q.wl.pairs[0].detailed
+        return out, detailed
+
+    measured, detailed_cold = trajectory(cold=True)
+    assert any(key[-1] == 65536 for key in qperf._LEARNED)
+    learned, detailed_warm = trajectory(cold=False)
+    assert learned == measured
+    assert detailed_warm < detailed_cold

@@ -95,6 +95,12 @@ MAX_JUMP_ROUND_TRIPS = 1 << 32
 #: QperfPair._refills_owed() of a clean state: no endpoint owes a refill
 NO_REFILLS = ((False, False), (False, False))
 
+#: The round trips measured so far in this process (the steady one with its busy
+#: stretches, and the refill round trips), per machine and message size
+#: (QperfPair._learned_key): they are a function of those, so a new run of the
+#: same machine starts with them instead of measuring them again.
+_LEARNED: dict[tuple, dict] = {}
+
 #: The mode of a QperfTcpLat created without one: fast-forward steady round trips
 #: ("aggregated"); the tests set it False to compare with every round trip simulated.
 FAST_FORWARD = True
@@ -615,6 +621,8 @@ class QperfPair:
             # the CPUs' busy stretches, if both measured round trips agree on them too
             self.busy = busy if busy is not None and busy == self._busy_candidate else None
             self._stop_busy_log()
+            if self.wl.fast_forward:
+                _LEARNED.setdefault(self._learned_key(), {"refill": {}})["steady"] = (self.steady, self.busy)
         if not self.wl.fast_forward:
             return 0
         return self._plan_jump(t)
@@ -735,6 +743,23 @@ class QperfPair:
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
         return max(0, k)
 
+    def _learned_key(self) -> tuple:
+        """What the learned round trips depend on: both hosts' NIC, stack and
+        scheduler costs, HZ, preemption model and CPU count, the CPU, the size."""
+        k = self.client.k
+        return (self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, self.cpu, self.wl.size)
+
+    def start_size(self, size: int) -> None:
+        """A new message size: what was measured at another size does not
+        hold; take what this process learned at this one, if anything."""
+        self.steady_size = size
+        self.steady = self.busy = None
+        self.refill_rts, self._refill_candidate, self._refill_measuring = {}, {}, None
+        learned = _LEARNED.get(self._learned_key()) if self.wl.fast_forward else None
+        if learned is not None and "steady" in learned:
+            self.steady, self.busy = learned["steady"]
+            self.refill_rts = dict(learned["refill"])
+
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
         round trip that pays them (1) if it is known and nothing rare can
@@ -777,6 +802,7 @@ class QperfPair:
         rec = (t - snap.t, deltas, dirq, (self.client.last_irq_t - snap.t, self.server.last_irq_t - snap.t))
         if self._refill_candidate.get(owed) == rec:
             self.refill_rts[owed] = rec
+            _LEARNED.setdefault(self._learned_key(), {"refill": {}})["refill"][owed] = rec
         else:
             self._refill_candidate[owed] = rec
 
@@ -943,9 +969,7 @@ class QperfTcpLat:
             if pair.steady_size != size:
                 # the steady round trip is a property of the size: measure it
                 # again only when the size changes
-                pair.steady = None
-                pair.steady_size = size
-                pair.refill_rts, pair._refill_candidate, pair._refill_measuring = {}, {}, None
+                pair.start_size(size)
             pair.candidate = None
             rts0 = pair.rts
             while True:
