@@ -392,3 +392,24 @@ def test_a_task_preempted_before_its_switch_in_is_not_charged():
     k.engine.run()
     assert [t.sum_exec_runtime for t in k.tasks] == [29002, 29002, 29002]  # 1 + 29001 ns each
     assert all(cpu.busy_ns <= k.engine.now for cpu in k.cpus)
+
+
+def test_a_cpu_nothing_used_is_built_on_first_use():
+    """Kernel CPUs start as _UntouchedCPU (only ``id``); the first read makes a
+    plain CPU with CPU()'s initial values, keeping what was written before."""
+    from kenv.kernel.core import CPU
+
+    k = Kernel(Engine(), nr_cpus=96, hz=1000, preempt="voluntary", costs=COSTS)
+    t = k.kthread_run(lambda task: iter(()), "one", cpu=3)
+    assert type(k.cpus[3]) is CPU and t.cpu == 3
+    assert sum(type(c) is CPU for c in k.cpus) == 1          # the other 95 untouched
+    rq = k.cpus[7]
+    rq.irq_until = 5                                       # a write first ...
+    fresh = CPU(7)
+    assert rq.nr_switches == 0 and type(rq) is CPU         # ... then a read builds it
+    assert rq.irq_until == 5
+    for slot in CPU.__slots__:
+        if slot != "irq_until":
+            assert getattr(rq, slot) == getattr(fresh, slot), slot
+    with pytest.raises(AttributeError):
+        rq.no_such_field
