@@ -395,8 +395,8 @@ def test_a_task_preempted_before_its_switch_in_is_not_charged():
 
 
 def test_a_cpu_nothing_used_is_built_on_first_use():
-    """Kernel CPUs start as _UntouchedCPU (only ``id``); the first read makes a
-    plain CPU with CPU()'s initial values, keeping what was written before."""
+    """Kernel CPUs start as _UntouchedCPU (only ``id``); the first read or write
+    makes it a plain CPU with CPU()'s initial values (then the write)."""
     from kenv.kernel.core import CPU
 
     k = Kernel(Engine(), nr_cpus=96, hz=1000, preempt="voluntary", costs=COSTS)
@@ -404,10 +404,11 @@ def test_a_cpu_nothing_used_is_built_on_first_use():
     assert type(k.cpus[3]) is CPU and t.cpu == 3
     assert sum(type(c) is CPU for c in k.cpus) == 1          # the other 95 untouched
     rq = k.cpus[7]
-    rq.irq_until = 5                                       # a write first ...
+    rq.irq_until = 5                                       # a write builds it
     fresh = CPU(7)
-    assert rq.nr_switches == 0 and type(rq) is CPU         # ... then a read builds it
-    assert rq.irq_until == 5
+    assert type(rq) is CPU and rq.irq_until == 5
+    assert type(k.cpus[8]) is not CPU and k.cpus[8].nr_switches == 0   # and so does a read
+    assert type(k.cpus[8]) is CPU
     for slot in CPU.__slots__:
         if slot != "irq_until":
             assert getattr(rq, slot) == getattr(fresh, slot), slot

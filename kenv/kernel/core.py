@@ -233,24 +233,26 @@ class CPU:
 class _UntouchedCPU(CPU):
     """A CPU nothing has used yet: only ``id`` is set, so that a 96-CPU host
     whose workload runs on two of its CPUs builds the state of two.  The first
-    read of anything else turns it into a plain :class:`CPU`, with
-    ``CPU.__init__``'s values for every field not written yet; from then on
-    it is one (attribute access as fast as on any CPU)."""
+    read or write of anything else turns it into a plain :class:`CPU` with
+    ``CPU.__init__``'s values first; from then on it is one (attribute access
+    as fast as on any CPU)."""
 
     __slots__ = ()
 
     def __init__(self, cpu: int):
-        self.id = cpu
+        object.__setattr__(self, "id", cpu)
+
+    def _become_cpu(self) -> None:
+        object.__setattr__(self, "__class__", CPU)
+        CPU.__init__(self, self.id)
 
     def __getattr__(self, name: str) -> Any:
-        fresh = CPU(self.id)
-        for slot in CPU.__slots__:
-            try:
-                object.__getattribute__(self, slot)   # written already: keep it
-            except AttributeError:
-                object.__setattr__(self, slot, object.__getattribute__(fresh, slot))
-        self.__class__ = CPU
-        return object.__getattribute__(self, name)
+        self._become_cpu()
+        return getattr(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._become_cpu()
+        setattr(self, name, value)
 
 
 @dataclass
