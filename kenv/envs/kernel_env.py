@@ -194,6 +194,8 @@ class KernelEnv(KenvEnv):
     * v0: initial version.  Before the first release the qperf ping-pong was
       made to run on across steps (as in RandomMix-v0), and a scheduler fix
       stopped charging CPU time to a task preempted before it was switched in.
+      The qperf latency reference is known from the first step on (see
+      RandomMix-v0).
 
     ## References
 

@@ -13,7 +13,7 @@ from ..kernel.core import PREEMPT_MODELS
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from ..workloads.qperf import QperfTcpLat, format_size, parse_size
+from ..workloads.qperf import QperfTcpLat, format_size, parse_size, steady_round_trip
 from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
@@ -54,7 +54,8 @@ class QperfSubsystem:
         self.wl = QperfTcpLat(plat, random_factory=factory, preempt=preempt, rng=rng, instances=1)
         self.client_kernel = self.wl.hosts[0].k
         self.client_pool = self.randoms[0].input_pool
-        self.clean_rtt_ns: int | None = None
+        # the undisturbed round trip of this size: the latency reference
+        self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size)
         self.last = 0.0
 
     def bits(self) -> int:
@@ -69,13 +70,9 @@ class QperfSubsystem:
         mixes0 = sum(r.mixes for r in self.randoms)
         # qperf runs on across steps; a step is the next step_ns of it
         (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns)
-        pair = self.wl.pairs[0]
-        if pair.steady is not None:
-            # the undisturbed round trip (no rare event in it) of this size
-            self.clean_rtt_ns = pair.steady[0]
         lat_ns = st.latency_ns
-        clean_ns = self.clean_rtt_ns / 2 if self.clean_rtt_ns else lat_ns
-        regression = max(0.0, lat_ns / clean_ns - 1.0) if clean_ns else 0.0
+        clean_ns = self.clean_rtt_ns / 2
+        regression = max(0.0, lat_ns / clean_ns - 1.0)
         self.last = min(1.0, regression * 5.0)
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
@@ -204,7 +201,11 @@ class RandomMixEnv(KenvEnv):
 
     * v0: initial version.  Before the first release the ping-pong was made to
       run on across steps instead of restarting at each step, which moves the
-      per-step figures a little (returns within their intervals).
+      per-step figures a little (returns within their intervals).  The latency
+      reference (the undisturbed round trip of the size) is known from the first
+      step on; it used to be measured by the episode itself, and a step that
+      ended before that (with threshold 64, often the first) counted no
+      regression.
 
     ## References
 
