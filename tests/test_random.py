@@ -266,6 +266,27 @@ def test_input_pool_still_works_for_hwrng():
     assert set(DEFERRALS) == {"workqueue", "schedule_work", "timer", "hardirq", "none"}
 
 
+def _qperf_env_trajectory(env, *, steps: int, seeds: int = 3, before_episode=None):
+    """What an env did under random actions, episodes from seeds 0 .. seeds-1 of
+    at most ``steps`` steps: per step (obs bytes, reward, terminated, info but
+    its step_sim_s), and each episode's qperf pair."""
+    out, pairs = [], []
+    for seed in range(seeds):
+        if before_episode is not None:
+            before_episode()
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        for _ in range(steps):
+            obs, r, term, trunc, info = env.step(env.action_space.sample())
+            info = dict(info)
+            info.pop("step_sim_s", None)
+            out.append((obs.tobytes(), r, term, repr(sorted(info.items()))))
+            if term or trunc:
+                break
+        pairs.append(env.unwrapped._episode.q.wl.pairs[0])
+    return out, pairs
+
+
 @pytest.mark.parametrize("env_id,kwargs", [
     ("kenv/RandomMix-v0", {}),
     ("kenv/RandomMix-v0", {"scenario": {"threshold": 64, "msg_size": "64K"}}),
@@ -284,20 +305,8 @@ def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kw
 
     def trajectory(ff):
         monkeypatch.setattr(qperf, "FAST_FORWARD", ff)
-        env = gym.make(env_id, **kwargs)
-        out, jumps = [], 0
-        for seed in range(3):
-            obs, _ = env.reset(seed=seed)
-            env.action_space.seed(seed)
-            for _ in range(32):
-                obs, r, term, trunc, info = env.step(env.action_space.sample())
-                info = dict(info)
-                info.pop("step_sim_s", None)
-                out.append((obs.tobytes(), r, term, repr(sorted(info.items()))))
-                if term or trunc:
-                    break
-            jumps += env.unwrapped._episode.q.wl.pairs[0].jumps
-        return out, jumps
+        out, pairs = _qperf_env_trajectory(gym.make(env_id, **kwargs), steps=32)
+        return out, sum(p.jumps for p in pairs)
 
     fast, jumps = trajectory(True)
     exact, _ = trajectory(False)
@@ -342,24 +351,14 @@ def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario
     import kenv  # noqa: F401
     from kenv.workloads import qperf
 
+    def forget():
+        qperf._LEARNED.clear()
+        qperf._STEADY_RTT.clear()
+
     def trajectory(cold):
-        env = gym.make(env_id, scenario=scenario)
-        out, detailed = [], 0
-        for seed in range(3):
-            if cold:
-                qperf._LEARNED.clear()
-                qperf._STEADY_RTT.clear()
-            env.reset(seed=seed)
-            env.action_space.seed(seed)
-            for _ in range(24):
-                obs, r, term, trunc, info = env.step(env.action_space.sample())
-                info = dict(info)
-                info.pop("step_sim_s", None)
-                out.append((obs.tobytes(), r, term, repr(sorted(info.items()))))
-                if term or trunc:
-                    break
-            detailed += env.unwrapped._episode.q.wl.pairs[0].detailed
-        return out, detailed
+        out, pairs = _qperf_env_trajectory(gym.make(env_id, scenario=scenario), steps=24,
+                                           before_episode=forget if cold else None)
+        return out, sum(p.detailed for p in pairs)
 
     measured, detailed_cold = trajectory(cold=True)
     assert qperf._LEARNED
