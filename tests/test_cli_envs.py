@@ -45,3 +45,29 @@ def test_bench_json_keys(capsys):
     (e,) = out["envs"]
     assert set(e) == {"id", "steps_per_s", "ratio_to_cartpole", "sim_s_per_step"}
     assert e["id"] == "kenv/Raid6Bench-v0" and e["sim_s_per_step"] > 0
+
+
+def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
+    """run_bench measures CartPole and the env in alternating chunks that add up to
+    the steps asked for (5x for CartPole) and reports the median chunk ratio."""
+    from kenv.envs import bench
+    from kenv.errors import ConfigError
+
+    calls = []
+    rates = iter([100.0, 10.0, 100.0, 30.0, 50.0, 10.0])   # CartPole, env, CartPole, env, ...
+
+    def chunk(self, steps):
+        calls.append((self.env.spec.id, steps))
+        return next(rates), 0.001 if self.env.spec.id != "CartPole-v1" else 0.0
+
+    monkeypatch.setattr(bench._Stepper, "chunk", chunk)
+    monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
+    out = bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=3)
+    assert calls == [("CartPole-v1", 15), ("kenv/Raid6Bench-v0", 3), ("CartPole-v1", 10),
+                     ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
+    (e,) = out.envs
+    assert e["ratio_to_cartpole"] == 0.2            # median of 0.1, 0.3, 0.2
+    assert e["steps_per_s"] == 10.0 and out.cartpole_steps_per_s == 100.0
+    assert abs(e["sim_s_per_step"] - 0.001) < 1e-12
+    with pytest.raises(ConfigError, match="rounds"):
+        bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=0)

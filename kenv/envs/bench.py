@@ -1,38 +1,69 @@
 """``kenv bench``: single-env step rates of the kenv envs next to CartPole-v1, in one run.
 
 Machines here are noisy (2 cores, shared), so the figure that means something
-is the ratio to Gymnasium's CartPole-v1 measured in the same process, just
-before each kenv env.  Each env is made with ``gym.make`` and its default
-arguments (so the wrappers Gymnasium adds are counted for both), stepped with
-uniformly random actions, and reset when an episode ends; resets count in
-the time.
+is the ratio to Gymnasium's CartPole-v1 measured in the same process, next to
+each kenv env.  Each env is made with ``gym.make`` and its default arguments
+(so the wrappers Gymnasium adds are counted for both), stepped with uniformly
+random actions, and reset when an episode ends; resets count in the time.
+
+The two are measured in ``rounds`` alternating chunks (CartPole, the env,
+CartPole, the env, ...; each env goes on where its last chunk stopped), and
+the ratio reported is the median of the chunks' ratios: a burst of load from
+elsewhere on the machine then spoils one chunk's ratio instead of the figure.
+``steps_per_s`` is the median of the env's chunks, ``cartpole_steps_per_s``
+the median of all CartPole chunks.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 
 import gymnasium as gym
 
+from ..errors import ConfigError
 from .registration import ENVS
+
+#: alternating chunks per env (see the module doc)
+ROUNDS = 5
+
+
+class _Stepper:
+    """One env, stepped with random actions in timed chunks that go on from each other."""
+
+    def __init__(self, env_id: str, seed: int, **kwargs):
+        self.env = gym.make(env_id, **kwargs)
+        self.env.action_space.seed(seed)
+        self.env.reset(seed=seed)
+        self.seed = seed
+        self.done_steps = 0
+
+    def chunk(self, steps: int) -> tuple[float, float]:
+        """(steps/s, simulated seconds per step; 0 for non-kenv envs) of the next ``steps``."""
+        env = self.env
+        sim_s = 0.0
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            _, _, term, trunc, info = env.step(env.action_space.sample())
+            sim_s += info.get("step_sim_s", 0.0) if isinstance(info, dict) else 0.0
+            self.done_steps += 1
+            if term or trunc:
+                env.reset(seed=self.seed + self.done_steps)
+        dt = time.perf_counter() - t0
+        return steps / dt, sim_s / steps
+
+    def close(self) -> None:
+        self.env.close()
 
 
 def steps_per_second(env_id: str, steps: int, seed: int = 0, **kwargs) -> tuple[float, float]:
-    """(steps/s, simulated seconds per step; 0 for non-kenv envs)."""
-    env = gym.make(env_id, **kwargs)
-    env.action_space.seed(seed)
-    env.reset(seed=seed)
-    sim_s = 0.0
-    t0 = time.perf_counter()
-    for i in range(steps):
-        _, _, term, trunc, info = env.step(env.action_space.sample())
-        sim_s += info.get("step_sim_s", 0.0) if isinstance(info, dict) else 0.0
-        if term or trunc:
-            env.reset(seed=seed + i + 1)
-    dt = time.perf_counter() - t0
-    env.close()
-    return steps / dt, sim_s / steps
+    """(steps/s, simulated seconds per step; 0 for non-kenv envs) over ``steps`` steps."""
+    s = _Stepper(env_id, seed, **kwargs)
+    try:
+        return s.chunk(steps)
+    finally:
+        s.close()
 
 
 @dataclass
@@ -52,19 +83,36 @@ class BenchResult:
         return "\n".join(lines)
 
 
-def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0) -> BenchResult:
+def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0,
+              rounds: int = ROUNDS) -> BenchResult:
+    """``steps`` steps of each env (and 5x as many of CartPole next to it), in
+    ``rounds`` alternating chunks; see the module doc."""
     import kenv  # noqa: F401
 
+    if not isinstance(steps, int) or steps < 1:
+        raise ConfigError("steps", steps, "an integer >= 1")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ConfigError("rounds", rounds, "an integer >= 1")
+    rounds = min(rounds, steps)   # every chunk at least one step
     ids = env_ids or [e[0] for e in ENVS]
     # warm-up (imports, first-call costs)
     steps_per_second("CartPole-v1", 200, seed)
-    ref_rates = []
+    all_ref = []
     out = BenchResult(0.0)
     for env_id in ids:
-        ref, _ = steps_per_second("CartPole-v1", steps * 5, seed)
-        ref_rates.append(ref)
-        rate, sim = steps_per_second(env_id, steps, seed)
-        out.envs.append({"id": env_id, "steps_per_s": rate, "ratio_to_cartpole": rate / ref,
-                         "sim_s_per_step": sim})
-    out.cartpole_steps_per_s = sum(ref_rates) / len(ref_rates)
+        ref_env, env = _Stepper("CartPole-v1", seed), _Stepper(env_id, seed)
+        ratios, rates, sim_total = [], [], 0.0
+        for r in range(rounds):
+            n = steps // rounds + (r < steps % rounds)
+            ref, _ = ref_env.chunk(5 * n)
+            rate, sim = env.chunk(n)
+            all_ref.append(ref)
+            ratios.append(rate / ref)
+            rates.append(rate)
+            sim_total += sim * n
+        ref_env.close()
+        env.close()
+        out.envs.append({"id": env_id, "steps_per_s": statistics.median(rates),
+                         "ratio_to_cartpole": statistics.median(ratios), "sim_s_per_step": sim_total / steps})
+    out.cartpole_steps_per_s = statistics.median(all_ref)
     return out
