@@ -66,9 +66,15 @@ steady round trip is measured in detail once per size, and a fast-forward
 adds ``k`` times its effect (time, interrupts counted, CPU time and vruntime
 of qperf) in one step, where ``k`` is computed from the fast pool state so
 that the next mix trigger falls in the first round trip simulated in detail
-again.  ``mode="exact"`` turns the fast-forward off (every round trip is
-simulated); the test and the benchmark check that both modes give the same
-figures.
+again.  The round trip after a kworker ran, which pays the refills it left owed
+and is otherwise clean, is learned the same way (per set of refills owed, two
+alike) and replayed when nothing rare can happen in it.  What a run learned
+(module ``_LEARNED``, keyed by the machine and the size) starts the next runs of
+the same machine and size in the process, and the latency reference of the
+environments comes from :func:`steady_round_trip`, so no figure depends on what
+the process ran before.  ``mode="exact"`` turns the fast-forward off (every
+round trip is simulated); the test and the benchmark check that both modes give
+the same figures.
 """
 
 from __future__ import annotations
