@@ -271,3 +271,21 @@ def test_randommix_timer_beats_workqueue_on_latency_every_size():
             env.reset(seed=1, options={"scenario": {"msg_size": size, "preempt": "platform"}})
             lat[name] = sum(env.step(a)[4]["reward_components"]["latency"] for _ in range(20))
         assert lat["timer"] < 0.2 * lat["workqueue"], (size, lat)
+
+
+@pytest.mark.parametrize("profile", ["balanced", "latency", "throughput"])
+def test_reward_is_the_profile_applied_to_the_reported_components(profile):
+    """info["reward_components"] re-weighted offline with RewardProfile.reward gives
+    the step's reward (what the docs promise users who re-weight)."""
+    from kenv.envs.reward import load_profile
+
+    prof = load_profile(profile)
+    for env_id in ENV_IDS:
+        env = gym.make(env_id, profile=profile)
+        env.reset(seed=5)
+        env.action_space.seed(5)
+        for _ in range(6):
+            _, r, term, trunc, info = env.step(env.action_space.sample())
+            assert r == prof.reward(info["reward_components"])
+            if term or trunc:
+                break

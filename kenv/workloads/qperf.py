@@ -901,10 +901,11 @@ class QperfPair:
         rtt, deltas, dirq, offs = rec
         counted = self._jump_counted
         self._jumping = None
+        refill = rec is not self.steady
         for ep, d, n, off in zip((self.client, self.server), deltas, dirq, offs):
-            # the refills a replayed refill round trip paid (_run_cost, _netrx_cost)
-            paid = ep.cold_qperf + ep.cold_netrx
-            if paid:
+            if refill:
+                # the refills the replayed round trip paid (_run_cost, _netrx_cost)
+                paid = ep.cold_qperf + ep.cold_netrx
                 ep.cold_qperf = ep.cold_netrx = False
                 ep.refills += paid
                 ep.disturb += paid
