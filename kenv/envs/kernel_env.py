@@ -112,7 +112,7 @@ class _KernelEpisode:
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
                 **self.hw.info(), **self.r6.info(), **pool_info(self.pool), **kernel_info(self.k),
-                "bugs": [b for h in self.q.wl.hosts for b in h.k.bugs]}
+                "bugs": self.q.bug_reports()}
 
 
 class KernelEnv(KenvEnv):

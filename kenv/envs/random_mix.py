@@ -64,6 +64,9 @@ class QperfSubsystem:
     def bugs(self) -> int:
         return sum(len(h.k.bugs) for h in self.wl.hosts)
 
+    def bug_reports(self) -> list[str]:
+        return [b for h in self.wl.hosts for b in h.k.bugs]
+
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
             r.set_deferral(deferral)
@@ -85,7 +88,7 @@ class QperfSubsystem:
                 "crng_init": [p.crng_init for p in pools],
                 "bits_credited_total": [p.init_bits for p in pools],
                 "crng_ready_s": [None if p.ready_ns is None else p.ready_ns / NSEC_PER_SEC for p in pools],
-                "bugs": [b for h in self.wl.hosts for b in h.k.bugs],
+                "bugs": self.bug_reports(),
                 "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for h in self.wl.hosts for s in h.k.rcu_stalls]}
 
 

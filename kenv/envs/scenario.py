@@ -27,7 +27,7 @@ class ScenarioMix:
     name: str
     fields: Mapping[str, Mapping[Any, float]]
     #: per field: (choices, cumulative distribution) -- built once, see sample()
-    _draws: tuple = dataclasses.field(default=(), repr=False, compare=False)
+    _draws: tuple = dataclasses.field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self):
         draws = []
