@@ -1070,8 +1070,8 @@ def steady_round_trip(platform: "Platform", *, preempt: str, size: int) -> int:
 
         wl = QperfTcpLat(platform, random_factory=factory, preempt=preempt, rng=np.random.default_rng(0))
         pair = wl.pairs[0]
-        for _ in range(10):
-            wl.run_size(size, 20 * NSEC_PER_MSEC)
+        for _ in range(1000):   # a millisecond at a time, until it is measured (at most 1 s)
+            wl.run_slice(size, wl.engine.now + NSEC_PER_MSEC)
             if pair.steady is not None:
                 break
         else:  # pragma: no cover - two clean round trips alike come within a few
