@@ -13,7 +13,9 @@ from ..kernel.core import PREEMPT_MODELS
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from ..workloads.qperf import QperfTcpLat, format_size, parse_size, steady_round_trip
+from ..workloads.qperf import (
+    QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
+)
 from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
@@ -43,15 +45,9 @@ class QperfSubsystem:
         self.msg_size_label = format_size(self.size)
         self.threshold = threshold
         self.step_ns = step_ns
-        self.randoms: list[IrqRandomness] = []
-
-        def factory(k):
-            r = IrqRandomness(k, deferral="timer", threshold=threshold,
-                              params=plat.extra["random"], long_bits=plat.long_bits)
-            self.randoms.append(r)
-            return r
-
-        self.wl = QperfTcpLat(plat, random_factory=factory, preempt=preempt, rng=rng, instances=1)
+        self.wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, threshold=threshold),
+                              preempt=preempt, rng=rng, instances=1)
+        self.randoms: list[IrqRandomness] = [h.random for h in self.wl.hosts]
         self.client_kernel = self.wl.hosts[0].k
         self.client_pool = self.randoms[0].input_pool
         # the undisturbed round trip of this size: the latency reference

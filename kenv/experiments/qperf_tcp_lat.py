@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..drivers.random import (
-    FAST_POOL_MIX_THRESHOLD, IrqRandomness, check_deferral, check_threshold,
+    FAST_POOL_MIX_THRESHOLD, check_deferral, check_threshold,
 )
 from ..errors import ConfigError
 from ..kernel.core import check_preempt_model
 from ..platforms import get_platform
-from ..workloads.qperf import QPERF_MODES, QperfTcpLat, format_size, parse_sizes
+from ..workloads.qperf import QPERF_MODES, QperfTcpLat, format_size, irq_randomness_factory, parse_sizes
 from . import ReproRow
 
 NAME = "qperf-tcp-lat"
@@ -166,14 +166,8 @@ def check_args(platform: str, deferral: str, sizes: str, time_s, instances, pree
 def _simulate(plat, deferral: str, sizes: list[int], time_s: float, instances: int,
               preempt: str, threshold: int, seed: int, mode: str) -> dict:
     rng = np.random.default_rng(seed)
-    params = plat.extra["random"]
-
-    def factory(k):
-        return IrqRandomness(k, deferral=deferral, threshold=threshold, params=params,
-                             long_bits=plat.long_bits)
-
-    wl = QperfTcpLat(plat, random_factory=factory, preempt=preempt, rng=rng,
-                     instances=instances, mode=mode)
+    wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, deferral=deferral, threshold=threshold),
+                     preempt=preempt, rng=rng, instances=instances, mode=mode)
     per_size = []
     for s in sizes:
         stats = wl.run_size(s, int(time_s * 1e9))

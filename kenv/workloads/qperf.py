@@ -87,7 +87,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..drivers.random import MIX_INFLIGHT, IrqRandomness
+from ..drivers.random import FAST_POOL_MIX_THRESHOLD, MIX_INFLIGHT, IrqRandomness
 from ..errors import ConfigError
 from ..kernel.core import BLOCK, Kernel, Run, Task, TaskBody
 from ..sim.engine import NSEC_PER_MSEC, Engine
@@ -103,10 +103,27 @@ MAX_JUMP_ROUND_TRIPS = 1 << 32
 NO_REFILLS = ((False, False), (False, False))
 
 #: The round trips measured so far in this process (the steady one with its busy
-#: stretches, and the refill round trips), per machine and message size
-#: (QperfPair._learned_key): they are a function of those, so a new run of the
-#: same machine starts with them instead of measuring them again.
+#: stretches, and the refill round trips), per machine, CPU and message size
+#: (_machine_key): they are a function of those, so a new run of the same
+#: machine starts with them instead of measuring them again.
 _LEARNED: dict[tuple, dict] = {}
+
+
+def _machine_key(nic: "NicParams", stack: "HostStackParams", costs, hz: int, preempt: str,
+                 nr_cpus: int) -> tuple:
+    """What a qperf round trip depends on besides the CPU and the message size:
+    both hosts' NIC, stack and scheduler costs, HZ, preemption model and CPU count."""
+    return nic, stack, costs, hz, preempt, nr_cpus
+
+
+def irq_randomness_factory(platform: "Platform", *, deferral: str = "timer",
+                           threshold: int = FAST_POOL_MIX_THRESHOLD):
+    """A ``random_factory`` for :class:`QperfTcpLat`: each host's random.c
+    interrupt state with the platform's parameters."""
+    def factory(k: Kernel) -> IrqRandomness:
+        return IrqRandomness(k, deferral=deferral, threshold=threshold, params=platform.extra["random"],
+                             long_bits=platform.long_bits)
+    return factory
 
 #: The mode of a QperfTcpLat created without one: fast-forward steady round trips
 #: ("aggregated"); the tests set it False to compare with every round trip simulated.
@@ -527,6 +544,7 @@ class QperfPair:
         # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
         # the steady one (twice alike) per set of refills owed, then replayed
         self.refill_rts: dict[tuple, tuple] = {}      # refills owed -> (rtt, deltas, irqs per rt, offsets)
+        self._learned: dict = {"refill": {}}          # what start_size() took from _LEARNED (steady, refill)
         self._refill_candidate: dict[tuple, tuple] = {}
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         self._jumping: tuple | None = None     # (start, round trips, record) of the fast-forward in progress
@@ -551,15 +569,12 @@ class QperfPair:
     def _disturb(self) -> int:
         return self.client.disturb + self.server.disturb
 
-    def _clean(self) -> bool:
-        """No rare event pending: nothing but qperf runnable, no refill owed,
-        no interrupt left to count, no mix in a kworker pending."""
-        return self._refills_owed() == NO_REFILLS
-
     def _refills_owed(self) -> tuple | None:
         """The refills owed, ``((cold_qperf, cold_netrx) of the client, of the
         server)``, if that is all that keeps the state from clean (NO_REFILLS:
-        clean); None if anything else does."""
+        clean -- no rare event pending: nothing but qperf runnable, no refill
+        owed, no interrupt left to count, no mix in a kworker pending); None if
+        anything else does."""
         owed = []
         for ep in (self.client, self.server):
             rq = ep.k.cpus[ep.cpu]
@@ -628,8 +643,7 @@ class QperfPair:
             # the CPUs' busy stretches, if both measured round trips agree on them too
             self.busy = busy if busy is not None and busy == self._busy_candidate else None
             self._stop_busy_log()
-            if self.wl.fast_forward:
-                _LEARNED.setdefault(self._learned_key(), {"refill": {}})["steady"] = (self.steady, self.busy)
+            self._learned["steady"] = (self.steady, self.busy)
         if not self.wl.fast_forward:
             return 0
         return self._plan_jump(t)
@@ -750,22 +764,20 @@ class QperfPair:
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
         return max(0, k)
 
-    def _learned_key(self) -> tuple:
-        """What the learned round trips depend on: both hosts' NIC, stack and
-        scheduler costs, HZ, preemption model and CPU count, the CPU, the size."""
-        k = self.client.k
-        return (self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, self.cpu, self.wl.size)
-
     def start_size(self, size: int) -> None:
         """A new message size: what was measured at another size does not
-        hold; take what this process learned at this one, if anything."""
+        hold; take what this process learned at this one, if anything, and
+        learn into it (exact mode: learn for this run only)."""
         self.steady_size = size
-        self.steady = self.busy = None
-        self.refill_rts, self._refill_candidate, self._refill_measuring = {}, {}, None
-        learned = _LEARNED.get(self._learned_key()) if self.wl.fast_forward else None
-        if learned is not None and "steady" in learned:
-            self.steady, self.busy = learned["steady"]
-            self.refill_rts = dict(learned["refill"])
+        self._refill_candidate, self._refill_measuring = {}, None
+        if self.wl.fast_forward:
+            k = self.client.k
+            key = _machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.cpu, size)
+            self._learned = _LEARNED.setdefault(key, {"refill": {}})
+        else:
+            self._learned = {"refill": {}}
+        self.steady, self.busy = self._learned.get("steady", (None, None))
+        self.refill_rts = self._learned["refill"]
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
@@ -809,7 +821,6 @@ class QperfPair:
         rec = (t - snap.t, deltas, dirq, (self.client.last_irq_t - snap.t, self.server.last_irq_t - snap.t))
         if self._refill_candidate.get(owed) == rec:
             self.refill_rts[owed] = rec
-            _LEARNED.setdefault(self._learned_key(), {"refill": {}})["refill"][owed] = rec
         else:
             self._refill_candidate[owed] = rec
 
@@ -1060,15 +1071,12 @@ def steady_round_trip(platform: "Platform", *, preempt: str, size: int) -> int:
     measures, here from a short run of its own (once per machine and size in a
     process), so that what a run reports against it does not depend on when
     that run got to measure it."""
-    key = (platform.nic, platform.extra["qperf_host"], platform.sched, platform.hz, preempt,
-           platform.nr_cpus, size)
+    key = _machine_key(platform.nic, platform.extra["qperf_host"], platform.sched, platform.hz, preempt,
+                       platform.nr_cpus) + (size,)
     rtt = _STEADY_RTT.get(key)
     if rtt is None:
-        def factory(k):
-            return IrqRandomness(k, deferral="timer", params=platform.extra["random"],
-                                 long_bits=platform.long_bits)
-
-        wl = QperfTcpLat(platform, random_factory=factory, preempt=preempt, rng=np.random.default_rng(0))
+        wl = QperfTcpLat(platform, random_factory=irq_randomness_factory(platform), preempt=preempt,
+                         rng=np.random.default_rng(0))
         pair = wl.pairs[0]
         for _ in range(1000):   # a millisecond at a time, until it is measured (at most 1 s)
             wl.run_slice(size, wl.engine.now + NSEC_PER_MSEC)
@@ -1179,5 +1187,6 @@ def format_size(n: int) -> str:
 
 __all__ = [
     "HostStackParams", "NicParams", "QperfEndpoint", "QperfHost", "QperfPair", "QperfTcpLat",
-    "RxMessage", "SizeStats", "format_size", "parse_size", "parse_sizes",
+    "RxMessage", "SizeStats", "format_size", "irq_randomness_factory", "parse_size", "parse_sizes",
+    "steady_round_trip",
 ]
