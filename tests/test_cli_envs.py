@@ -71,3 +71,6 @@ def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
     assert abs(e["sim_s_per_step"] - 0.001) < 1e-12
     with pytest.raises(ConfigError, match="rounds"):
         bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=0)
+    with pytest.raises(ConfigError, match="steps"):
+        bench.run_bench(steps=0, env_ids=["kenv/Raid6Bench-v0"])
+    assert len(calls) == 6                          # neither bad call measured anything
