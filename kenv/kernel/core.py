@@ -32,7 +32,9 @@ ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Callable, Generator, Iterable
 
 import numpy as np
@@ -230,6 +232,10 @@ class CPU:
         return len(self.rt_queue) + len(self.cfs_queue) + (self.curr is not None)
 
 
+#: the ``id`` slot's setter, bypassing _UntouchedCPU.__setattr__
+_SET_CPU_ID = CPU.id.__set__
+
+
 class _UntouchedCPU(CPU):
     """A CPU nothing has used yet: only ``id`` is set, so that a 96-CPU host
     whose workload runs on two of its CPUs builds the state of two.  The first
@@ -241,6 +247,14 @@ class _UntouchedCPU(CPU):
 
     def __init__(self, cpu: int):
         object.__setattr__(self, "id", cpu)
+
+    @classmethod
+    def many(cls, n: int) -> list[CPU]:
+        """CPUs 0 .. n-1, untouched: the same as ``[_UntouchedCPU(i) for i in
+        range(n)]`` in C loops (half the cost; a reset builds 192 of them)."""
+        out = list(map(object.__new__, repeat(cls, n)))
+        deque(map(_SET_CPU_ID, out, range(n)), maxlen=0)
+        return out
 
     def _become_cpu(self) -> None:
         object.__setattr__(self, "__class__", CPU)
@@ -296,7 +310,7 @@ class Kernel:
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.TICK_NSEC = tick_nsec(hz)
         self.INITIAL_JIFFIES = initial_jiffies(hz)
-        self.cpus: list[CPU] = [_UntouchedCPU(i) for i in range(nr_cpus)]
+        self.cpus: list[CPU] = _UntouchedCPU.many(nr_cpus)
         self.nr_cpus = nr_cpus
         self.timers = TimerWheel(self)
         self._next_pid = 0
