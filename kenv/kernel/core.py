@@ -473,6 +473,46 @@ class Kernel:
         self.check_preempt_curr(rq, p)
         return True
 
+    def wake_up_on_idle(self, p: Task) -> None:
+        """wake_up_process() of a sleeping CFS task pinned to its CPU, as the
+        caller's last action (simulator shortcut: a fast-forward's end).  If
+        the CPU is idle with nothing queued, nothing traces or watches it, and
+        no event comes before the kick: try_to_wake_up(), the kick and
+        __schedule() applied at once, with the state the three leave -- only
+        the task's switch-in goes through the engine.  Otherwise plain
+        wake_up_process()."""
+        engine = self.engine
+        rq = self.cpus[p.cpu]
+        t_kick = engine.now + self.costs.wakeup_ns          # _kick(): idle exit
+        if t_kick < rq.irq_until:
+            t_kick = rq.irq_until
+        kick = rq._kick_ev
+        if (p.state != TASK_SLEEPING or not p.pinned or p.is_rt or rq.curr is not None or rq.cfs_queue
+                or rq.rt_queue or rq.ff is not None or rq.busy_log is not None or engine.recorder is not None
+                or (kick is not None and kick.pending) or not engine.quiet_through(t_kick)):
+            self.wake_up_process(p)
+            return
+        # try_to_wake_up(): place_entity() as in wake_up_process()
+        p._value = None
+        p.woken_ns = engine.now
+        p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
+        # _kick_fire() -> __schedule() at t_kick, p alone on the runqueue
+        rq.need_resched = False
+        sev = rq._slice_ev
+        if sev is not None:
+            sev.cancel()
+            rq._slice_ev = None
+        rq.last_qs = t_kick                                 # _rcu_qs(): a context switch
+        rq.qs_stretch_start = None
+        if p.vruntime > rq.min_vruntime:
+            rq.min_vruntime = p.vruntime
+        rq.curr = p
+        rq.nr_switches += 1
+        p.state = TASK_RUNNING
+        start = t_kick + self.costs.context_switch_ns
+        p._switched_in = start
+        engine.at(start, self._continue, p)
+
     def select_task_rq(self, p: Task) -> int:
         """Pick the CPU for a waking task: its own if pinned or idle, else an idle allowed CPU."""
         allowed = p.cpus_allowed

@@ -121,6 +121,20 @@ class Engine:
         head = self._first()
         return head[0] if head is not None else None
 
+    def quiet_through(self, time: int) -> bool:
+        """Would the run in progress reach ``time`` without running an event
+        on the way: no live event at or before ``time``, ``until`` not before
+        it, and no ``stop`` test that could end the run first?"""
+        if not self._running or self._stop is not None:
+            return False
+        until = self._until
+        if until is not None and time > until:
+            return False
+        head = self._head
+        if head is None or head[2].fn is None:
+            head = self._first()
+        return head is None or head[0] > time
+
     def advance(self, time: int) -> bool:
         """Called by an event handler as its last action, in place of
         ``at(time, ...)``: if an event at ``time`` scheduled now would be the

@@ -943,7 +943,7 @@ class QperfPair:
         self._min_vr_after_jump = crq.min_vruntime
         self.rts += k
         self.prev = None
-        cl.k.wake_up_process(cl.task)
+        cl.k.wake_up_on_idle(cl.task)
 
 
 class QperfTcpLat:
