@@ -339,6 +339,81 @@ def test_engine_advance_only_when_it_would_be_the_next_event():
     assert stopped == [False]                           # the loop would stop here: no
 
 
+def test_engine_quiet_through_only_when_no_event_comes_first():
+    """Engine.quiet_through(t): inside run(), no live event at or before t, not past until, no stop test."""
+    e = Engine()
+    seen = []
+
+    def handler():
+        seen.append((e.quiet_through(150), e.quiet_through(200), e.quiet_through(250)))
+        cancelled = e.at(120, seen.append, "never")
+        cancelled.cancel()
+        seen.append(e.quiet_through(150))                # a cancelled event does not count
+
+    assert not e.quiet_through(10)                       # not inside run()
+    e.at(100, handler)
+    e.at(200, seen.append, "at 200")
+    e.run(until=220)
+    assert seen == [(True, False, False), True, "at 200"]
+    s = Engine()
+    s.at(5, lambda: seen.append(s.quiet_through(6)))
+    s.run(stop=lambda: False)
+    assert seen[-1] is False                             # a stop test could end the run first
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.integers(1, 30_000), st.just(10_000_000)),
+                          st.sampled_from(["plain", "irq", "event", "hog", "long hog"])),
+                min_size=1, max_size=12),
+       st.sampled_from(["none", "voluntary", "full", "rt"]))
+def test_wake_up_on_idle_leaves_what_wake_up_process_leaves(wakes, preempt):
+    """Kernel.wake_up_on_idle() applies try_to_wake_up, the kick and
+    __schedule at once when nothing can come between them; every time and
+    counter of every task and CPU is then what wake_up_process() gives --
+    also when something does come between (an interrupt before the kick,
+    another event, a task on the CPU) and it falls back, and after a hog has
+    moved min_vruntime past the sleeper (place_entity's credit)."""
+    def run(fast):
+        k = make_kernel(preempt=preempt, nr_cpus=1)
+        log = []
+
+        def sleeper(task):
+            while True:
+                yield BLOCK
+                log.append(("woke", k.now, task.vruntime, task.woken_ns, k.cpus[0].last_qs))
+                yield Run(700)
+
+        def hog(task, ns):
+            yield Run(ns)
+            log.append(("hog", k.now))
+
+        t = k.kthread_run(sleeper, "sleeper", cpu=0)
+
+        def waker(kind):
+            if kind == "irq":
+                k.steal(0, 2_500)                         # the kick waits for irq_until
+            elif kind == "event":
+                k.engine.after(1_000, log.append, ("event", k.now))
+            elif kind.endswith("hog"):       # a long one moves min_vruntime past the sleeper's
+                ns = 8_000_000 if kind == "long hog" else 4_000
+                k.kthread_run(lambda task: hog(task, ns), kind, cpu=0)
+            (k.wake_up_on_idle if fast else k.wake_up_process)(t)
+
+        when = 0
+        for gap, kind in wakes:
+            when += gap
+            k.engine.at(when, waker, kind)
+        k.engine.run(until=when + 100_000_000)
+        tasks = [(x.comm, x.state, x.vruntime, x.sum_exec_runtime, x.nvcsw, x.nivcsw, x.woken_ns)
+                 for x in k.tasks]
+        rq = k.cpus[0]
+        cpu = (rq.nr_switches, rq.min_vruntime, rq.last_qs, rq.busy_ns, rq.idle_since, rq.irq_until,
+               rq.curr is None, len(rq.cfs_queue))
+        return log, tasks, cpu
+
+    assert run(True) == run(False)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 50_000), st.booleans()), min_size=1, max_size=30))
 def test_inlined_chunks_change_no_timing(ops):
