@@ -314,6 +314,67 @@ def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kw
     assert fast == exact
 
 
+def _qperf_internals(pair) -> tuple:
+    """What a round trip leaves behind on both hosts, beyond what an env
+    reports: fast pools, refills owed and paid, qperf's and the kworkers'
+    scheduler counters, the runqueues'.  (Not qperf's ``woken_ns``: after a
+    fast-forward it is the time of the fast-forward's own wakeup.)"""
+    out = []
+    for ep in (pair.client, pair.server):
+        fp = ep.host.random.fast_pool(ep.cpu)
+        rq = ep.k.cpus[ep.cpu]
+        workers = [p.worker for _, p in sorted(ep.k._worker_pools.items())]
+        out.append((
+            (fp.count, fp.irqs, fp.counted, fp.credited, fp.mixes, fp.last, fp.scheduled),
+            (ep.refills, ep.cold_qperf, ep.cold_netrx, ep.msgs_received, ep.last_irq_t),
+            (ep.task.vruntime, ep.task.sum_exec_runtime, ep.task.nvcsw, ep.task.nivcsw),
+            tuple((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, t.woken_ns) for t in workers),
+            (rq.nr_switches, rq.busy_ns, rq.min_vruntime)))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("scenario", [{"threshold": 64, "msg_size": "4K"}, {"msg_size": "1024K"}])
+def test_workqueue_mix_round_trip_replayed_exactly(monkeypatch, scenario):
+    """The round trip holding the interrupt that schedules a workqueue mix
+    (its kworker woken, the mix, the refills it leaves owed) is learned, then
+    replayed as the last round trip of a fast-forward: the trajectories are
+    those of every round trip simulated, on both workqueues, from a process
+    that has learned nothing; and at every round-trip boundary the fast-forward
+    reaches, both hosts' fast pools, refills and scheduler counters (the
+    kworkers' too) are what every round trip simulated left there."""
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+    from kenv.workloads import qperf
+
+    boundary = qperf.QperfPair.boundary
+
+    def run(ff):
+        monkeypatch.setattr(qperf, "FAST_FORWARD", ff)
+        qperf._LEARNED.clear()
+        env = gym.make("kenv/RandomMix-v0", actions=["workqueue", "schedule_work"], scenario=scenario)
+        episodes, states = [], {}
+
+        def recording(pair, t):
+            episode = env.unwrapped._episode
+            if episode is not None and pair.wl is episode.q.wl:   # not steady_round_trip()'s scratch pair
+                states[(len(episodes), t)] = _qperf_internals(pair)
+            return boundary(pair, t)
+
+        monkeypatch.setattr(qperf.QperfPair, "boundary", recording)
+        out, pairs = _qperf_env_trajectory(env, steps=32, seeds=4, before_episode=lambda: episodes.append(1))
+        monkeypatch.setattr(qperf.QperfPair, "boundary", boundary)
+        return out, sum(p.trigger_replays for p in pairs), states
+
+    fast, replays, fast_states = run(True)
+    exact, none, exact_states = run(False)
+    assert replays >= 10 and none == 0, (replays, none)
+    assert fast == exact
+    assert len(fast_states) < len(exact_states)
+    for key, state in fast_states.items():
+        assert exact_states[key] == state, key
+
+
 def test_run_slice_keeps_one_message_size():
     """run_slice() continues one ping-pong: another size is a clear error
     naming msg_size, and the run is where it was (nothing simulated)."""

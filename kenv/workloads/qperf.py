@@ -68,7 +68,15 @@ of qperf) in one step, where ``k`` is computed from the fast pool state so
 that the next mix trigger falls in the first round trip simulated in detail
 again.  The round trip after a kworker ran, which pays the refills it left owed
 and is otherwise clean, is learned the same way (per set of refills owed, two
-alike) and replayed when nothing rare can happen in it.  What a run learned
+alike) and replayed when nothing rare can happen in it.  So is the round trip
+that holds the interrupt scheduling a workqueue mix, per deferral and index of
+that interrupt in the message on each host: it is replayed as the last round
+trip of a fast-forward -- the interrupt counted at its time, at the time the
+kworker ran its work that kworker's CPU time, switches and vruntime (placed by
+the sleeper credit, as when it was learned) and mix_interrupt_randomness()
+itself, at the end the refills left owed -- when no timer is due on either CPU,
+the count rule (not the HZ rule) triggers, and before the engine's ``until``
+(the next step may change the deferral).  What a run learned
 (module ``_LEARNED``, keyed by the machine and the size) starts the next runs of
 the same machine and size in the process, and the latency reference of the
 environments comes from :func:`steady_round_trip`, so no figure depends on what
@@ -89,7 +97,8 @@ import numpy as np
 
 from ..drivers.random import FAST_POOL_MIX_THRESHOLD, MIX_INFLIGHT, IrqRandomness
 from ..errors import ConfigError
-from ..kernel.core import BLOCK, Kernel, Run, Task, TaskBody
+from ..kernel.core import BLOCK, TASK_SLEEPING, Kernel, Run, Task, TaskBody
+from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.engine import NSEC_PER_MSEC, Engine
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -293,6 +302,8 @@ class QperfEndpoint:
         self.disturb = 0           # rare-event counter: any change means "not steady"
         self.msgs_received = 0
         self.last_irq_t = 0        # time of the last interrupt counted
+        self.last_trigger_t = 0    # time of the last interrupt that scheduled a mix (in detail)
+        self.last_mix: tuple | None = None   # (time, context) of the last mix on this CPU
         self.pair: "QperfPair | None" = None
         self._shape_size: int | None = None   # the message size of ``_shape``
         self._shape: tuple = ()
@@ -326,6 +337,7 @@ class QperfEndpoint:
         trig = rnd.add_interrupt_randomness(self.cpu)
         if trig:
             self.disturb += 1
+            self.last_trigger_t = self.k.now
         return trig
 
     def sync_irqs(self) -> None:
@@ -433,6 +445,7 @@ class QperfEndpoint:
 
     def on_mix(self, context: str) -> None:
         self.disturb += 1
+        self.last_mix = (self.k.now, context)
         if context == "kworker":
             # a task other than qperf ran on this CPU
             self.cold_qperf = True
@@ -544,14 +557,24 @@ class QperfPair:
         # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
         # the steady one (twice alike) per set of refills owed, then replayed
         self.refill_rts: dict[tuple, tuple] = {}      # refills owed -> (rtt, deltas, irqs per rt, offsets)
-        self._learned: dict = {"refill": {}}          # what start_size() took from _LEARNED (steady, refill)
+        self._learned: dict = {"refill": {}, "trigger": {}}   # what start_size() took from _LEARNED
         self._refill_candidate: dict[tuple, tuple] = {}
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
-        self._jumping: tuple | None = None     # (start, round trips, record) of the fast-forward in progress
+        self._jumping: tuple | None = None     # (start, round trips, record, trigger) of the fast-forward in progress
         # the mix triggers a planned fast-forward contains: (endpoint, interrupt, time)
         self._triggers: list[tuple] = []
         self._jump_counted: dict = {}
         self._record: tuple | None = None      # what the next jump() skips: steady or a refill_rts entry
+        # the round trip that holds the interrupt scheduling a workqueue mix (on one
+        # host or both), with its kworker run(s): measured in detail like the refill
+        # round trip (twice alike), per (deferral, trigger index on the client, on
+        # the server), then replayed as the last round trip of a fast-forward
+        self.trigger_rts: dict[tuple, tuple] = {}
+        self._trigger_candidate: dict[tuple, tuple] = {}
+        self._trigger_measuring: tuple | None = None
+        # the next jump()'s last round trip, if it is a trigger_rts one: (record, per-host plan)
+        self._trigger: tuple | None = None
+        self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
 
     # state of both hosts that the fast-forward must carry
     def _state(self) -> tuple:
@@ -614,11 +637,16 @@ class QperfPair:
             # ``prev``): no snapshot needed
             if self._refill_measuring is not None:
                 self._end_refill_measure(t, clean)
+            if self._trigger_measuring is not None:
+                self._end_trigger_measure(t)
             if owed is None or not self.wl.fast_forward:
                 return 0
             if not clean:
                 return self._plan_refill(t, owed)
-            return self._plan_jump(t)
+            k = self._plan_jump(t)
+            if k == 0:
+                self._start_trigger_measure(t)
+            return k
         snap = _Snap(t, self._state(), self._irqs(), self._disturb() if clean else -1)
         prev = self.prev
         self.prev = snap
@@ -720,9 +748,12 @@ class QperfPair:
 
     def _plan_jump(self, t: int) -> int:
         self._record = rtt, deltas, dirq, offs = self.steady
+        self._trigger = None
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
-        k = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
+        k = k_end = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         self._triggers = []
+        wq = []            # (endpoint index, endpoint, index of its next trigger interrupt)
+        timers = False
         for i, (ep, n, off) in enumerate(zip((self.client, self.server), dirq, offs)):
             if n <= 0:
                 continue
@@ -733,15 +764,19 @@ class QperfPair:
             if ev is not None and ev.pending:
                 # a pending mix timer: in the fast-forward if it fires while the CPU
                 # is idle, else stop before the round trip it fires in
+                timers = True
                 k = self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
             offsets = self._irq_offsets(i) if rnd.deferral in ("timer", "none") else None
             if offsets is None:
                 # the interrupt that schedules the next mix is simulated in detail
-                k = min(k, (rnd.threshold - 1 - fp.count) // n)
+                # (unless a learned trigger round trip takes it in, below)
+                j = rnd.threshold - 1 - fp.count
+                k = min(k, j // n)
                 x = ep.k.tick_time(fp.last + ep.k.HZ + 1) - t - off
                 k = min(k, max(0, -(-x // rtt)))
+                wq.append((i, ep, j))
                 continue
             # timer (or no) deferral: the interrupt that schedules the mix only sets
             # MIX_INFLIGHT and queues the timer -- nothing a round trip would notice;
@@ -762,7 +797,149 @@ class QperfPair:
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
+        if len(wq) == 2 and not timers and 0 <= k < k_end and self.trigger_rts and self._plan_wq_trigger(t, k, wq):
+            k += 1     # the round trip with the trigger(s), replayed as the last one
         return max(0, k)
+
+    # ----------------------------------------- the round trip of a workqueue mix
+    def _kworker(self, ep: "QperfEndpoint") -> Task:
+        """The kworker that runs ``ep``'s CPU's workqueue mix (the queue _schedule_mix picks)."""
+        wq = system_highpri_wq if ep.host.random.deferral == "workqueue" else system_wq
+        return get_pool(ep.k, ep.cpu, wq).worker
+
+    def _trigger_start(self, ep: "QperfEndpoint", min_vruntime: int) -> tuple | None:
+        """(kworker, its vruntime floor) if ``ep``'s kworker sleeps and will be
+        placed by the sleeper credit (place_entity: ``min_vruntime -
+        sched_latency / 2`` is above its own vruntime), else None."""
+        w = self._kworker(ep)
+        floor = min_vruntime - ep.k.sysctl_sched_latency // 2
+        if w.state != TASK_SLEEPING or w.vruntime > floor:
+            return None
+        return w, floor
+
+    def _plan_wq_trigger(self, t: int, m: int, wq: list) -> bool:
+        """Round trip ``m`` after ``t`` (both hosts clean and on a workqueue
+        deferral, nothing else bounding the fast-forward before it) holds the
+        interrupt that schedules a mix on one host or both: take it into the
+        fast-forward as its last round trip if it is known (trigger_rts) and
+        nothing rare can happen in it -- no timer due on either CPU, the HZ rule
+        not earlier than the count rule, each trigger within the engine's
+        ``until`` (the deferral may change after it), each kworker placed by the
+        sleeper credit as when it was learned.  Sets ``_trigger``."""
+        rtt, deltas, dirq, offs = self.steady
+        deferral = self.client.host.random.deferral
+        if (deferral not in ("workqueue", "schedule_work") or self.server.host.random.deferral != deferral
+                or self.client.k.engine.recorder is not None):
+            return False
+        js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
+        rec = self.trigger_rts.get((deferral,) + js)
+        if rec is None:
+            return False
+        trtt, tdeltas, toffs, mix_offs, kw, ends, refills, disturbs = rec
+        t_m = t + m * rtt                      # the trigger round trip starts here
+        until = self.client.k.engine.until
+        plan = []
+        for (i, ep, j), jm in zip(wq, js):
+            k = ep.k
+            nxt = k.timers.next_expiry(ep.cpu)
+            if nxt is not None and k.tick_time(nxt) <= t_m + trtt:
+                return False
+            fp = ep.host.random.fast_pool(ep.cpu)
+            t_hz = k.tick_time(fp.last + k.HZ + 1)
+            if jm is None:
+                if t_m + toffs[i] >= t_hz:       # its last interrupt in the fast-forward
+                    return False
+                continue
+            steady_offs = self._irq_offsets(i)
+            if steady_offs is None:
+                return False
+            shift = toffs[i] - offs[i]           # the message arrives later in this round trip
+            t_trig = t_m + steady_offs[jm] + shift
+            if t_trig >= t_hz or (until is not None and t_trig > until):
+                return False
+            start = self._trigger_start(ep, k.cpus[ep.cpu].min_vruntime + m * deltas[i][6])
+            if start is None:
+                return False
+            if jm:
+                t_before = t_m + steady_offs[jm - 1] + shift
+            else:
+                t_before = t_m - rtt + offs[i] if m else t
+            plan.append((ep, i, j, t_trig, t_before, t_m + mix_offs[i]) + start)
+        self._trigger = (rec, plan)
+        return True
+
+    def _start_trigger_measure(self, t: int) -> None:
+        """A clean boundary whose next round trip, simulated in detail, holds
+        an interrupt that schedules a workqueue mix, of a kind not learned yet:
+        snapshot both hosts (and their kworkers) to learn it at the next boundary."""
+        deferral = self.client.host.random.deferral
+        if (deferral not in ("workqueue", "schedule_work") or self.server.host.random.deferral != deferral
+                or self.client.k.engine.recorder is not None):
+            return
+        dirq = self.steady[2]
+        js, starts = [], []
+        for i, ep in enumerate((self.client, self.server)):
+            fp = ep.host.random.fast_pool(ep.cpu)
+            ev = getattr(fp.mix, "_event", None)
+            if dirq[i] <= 0 or fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
+                return
+            j = ep.host.random.threshold - 1 - fp.count
+            js.append(j if j < dirq[i] else None)
+            start = self._trigger_start(ep, ep.k.cpus[ep.cpu].min_vruntime)
+            if start is None:
+                return
+            w, floor = start
+            starts.append((w, floor, w.sum_exec_runtime, w.nvcsw, w.nivcsw, fp.mixes,
+                           ep.k.timers.next_expiry(ep.cpu), ep.refills, ep.disturb))
+        key = (deferral,) + tuple(js)
+        if js == [None, None] or key in self.trigger_rts:
+            return
+        self._trigger_measuring = (key, _Snap(t, self._state(), self._irqs(), 0), starts)
+
+    def _end_trigger_measure(self, t: int) -> None:
+        """The boundary after a trigger round trip simulated in detail: keep it
+        if it went as its key says (the mixes where and when the count rule
+        puts them, in a kworker, nothing else on the CPUs' timers, ending clean
+        but for refills) and learn it once two of them agree."""
+        key, snap, starts = self._trigger_measuring
+        self._trigger_measuring = None
+        eps = (self.client, self.server)
+        if self._refills_owed() is None or any(ep.host.random.deferral != key[0] for ep in eps):
+            return
+        rtt, deltas, dirq, offs = self.steady
+        t0 = snap.t
+        if tuple(b - a for a, b in zip(snap.irqs, self._irqs())) != dirq:
+            return
+        toffs = (self.client.last_irq_t - t0, self.server.last_irq_t - t0)
+        mix_offs, kw = [], []
+        for i, (ep, j, st) in enumerate(zip(eps, key[1:], starts)):
+            w, floor, exec0, nvcsw0, nivcsw0, mixes0, nxt0, _, _ = st
+            fp = ep.host.random.fast_pool(ep.cpu)
+            nxt = ep.k.timers.next_expiry(ep.cpu)
+            if nxt != nxt0 or (nxt is not None and ep.k.tick_time(nxt) <= t):
+                return
+            if j is None:
+                if fp.mixes != mixes0 or w.nvcsw != nvcsw0:
+                    return
+                mix_offs.append(None)
+                kw.append(None)
+                continue
+            steady_offs = self._irq_offsets(i)
+            if (steady_offs is None or fp.mixes != mixes0 + 1 or ep.last_mix is None
+                    or ep.last_mix[1] != "kworker"
+                    or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
+                return
+            mix_offs.append(ep.last_mix[0] - t0)
+            kw.append((w.vruntime - floor, w.sum_exec_runtime - exec0, w.nvcsw - nvcsw0, w.nivcsw - nivcsw0))
+        d = tuple(tuple(b - a for a, b in zip(s0, s1)) for s0, s1 in zip(snap.state, self._state()))
+        rec = (t - t0, d, toffs, tuple(mix_offs), tuple(kw),
+               tuple((ep.cold_qperf, ep.cold_netrx) for ep in eps),
+               tuple(ep.refills - st[7] for ep, st in zip(eps, starts)),
+               tuple(ep.disturb - st[8] for ep, st in zip(eps, starts)))
+        if self._trigger_candidate.get(key) == rec:
+            self.trigger_rts[key] = rec
+        else:
+            self._trigger_candidate[key] = rec
 
     def start_size(self, size: int) -> None:
         """A new message size: what was measured at another size does not
@@ -770,14 +947,16 @@ class QperfPair:
         learn into it (exact mode: learn for this run only)."""
         self.steady_size = size
         self._refill_candidate, self._refill_measuring = {}, None
+        self._trigger_candidate, self._trigger_measuring = {}, None
         if self.wl.fast_forward:
             k = self.client.k
             key = _machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.cpu, size)
-            self._learned = _LEARNED.setdefault(key, {"refill": {}})
+            self._learned = _LEARNED.setdefault(key, {"refill": {}, "trigger": {}})
         else:
-            self._learned = {"refill": {}}
+            self._learned = {"refill": {}, "trigger": {}}
         self.steady, self.busy = self._learned.get("steady", (None, None))
         self.refill_rts = self._learned["refill"]
+        self.trigger_rts = self._learned["trigger"]
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
@@ -849,7 +1028,7 @@ class QperfPair:
     def _sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
         that have arrived by now (the rest are counted when it ends)."""
-        t, k, rec = self._jumping
+        t, k, rec, trig = self._jumping
         if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
             raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
         i = 0 if ep is self.client else 1
@@ -858,10 +1037,16 @@ class QperfPair:
         offsets = self._irq_offsets(i)
         now = ep.k.now
         m, o = divmod(now - t, rtt)
+        if trig is not None and m >= k - 1:
+            # in the last round trip, the trigger one: its message arrives later
+            m, o = k - 1, now - t - (k - 1) * rtt
+            shift = trig[0][2][i] - offs[i]
+            offsets = [off + shift for off in offsets]
         total = k * n if m >= k else m * n + sum(1 for off in offsets if off <= o)
         counted = self._jump_counted.get(ep, 0)
         if total > counted:
-            last = t + ((total - 1) // n) * rtt + offsets[(total - 1) % n]
+            j = total - 1
+            last = t + (j // n) * rtt + offsets[j % n]
             ep.host.random.add_interrupt_randomness_many(ep.cpu, total - counted, last)
             self._jump_counted[ep] = total
 
@@ -876,23 +1061,37 @@ class QperfPair:
 
     def jump(self, task: Task, t: int, k: int) -> TaskBody:
         """Skip ``k`` round trips of the record boundary() chose (the steady
-        one, or one refill round trip): block until they would have ended."""
+        one, or one refill round trip; or steady ones and a trigger round trip
+        last, ``_trigger``): block until they would have ended."""
         rec = self._record
         rtt = rec[0]
         costs = self.client.k.costs
-        t_resume = t + k * rtt
+        engine = self.client.k.engine
+        trig, self._trigger = self._trigger, None
+        t_resume = t + k * rtt if trig is None else t + (k - 1) * rtt + trig[0][0]
         if self.wl.continuous:
-            self.skipped.append((t, rtt, k))
+            if trig is None:
+                self.skipped.append((t, rtt, k))
+            else:
+                if k > 1:
+                    self.skipped.append((t, rtt, k - 1))
+                self.skipped.append((t + (k - 1) * rtt, trig[0][0], 1))
+        if trig is not None:
+            self.trigger_replays += 1
         counted = {}
         for ep, j, t_trig, t_before in self._triggers:
             if j < k * rec[2][0 if ep is self.client else 1]:   # inside this jump
                 # interrupts 0 .. j-1 are counted there, j is the trigger itself
-                self.client.k.engine.at(t_trig, self._jump_trigger, ep, j, t_before)
+                engine.at(t_trig, self._jump_trigger, ep, j, t_before)
+                counted[ep] = j + 1
+        if trig is not None:
+            for ep, i, j, t_trig, t_before, t_mix, w, floor in trig[1]:
+                engine.at(t_trig, self._jump_wq_trigger, ep, j, t_before)
+                engine.at(t_mix, self._jump_kworker, ep, trig[0][4][i], w, floor, t_trig)
                 counted[ep] = j + 1
         self._jump_counted = counted
-        self._jumping = (t, k, rec)
-        self.client.k.engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns,
-                                self._jump_end, k, t, rec)
+        self._jumping = (t, k, rec, trig)
+        engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, k, t, rec, trig)
         self.jumps += 1
         rec = self.client.k.engine.recorder
         if rec is not None:
@@ -908,32 +1107,73 @@ class QperfPair:
             self.client.k.cpus[self.cpu].min_vruntime = mv
             self._min_vr_after_jump = None
 
-    def _jump_end(self, k: int, t: int, rec: tuple) -> None:
+    def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
+        """The interrupt that schedules a workqueue mix, inside a fast-forward
+        whose last round trip is a trigger one: count the ``before`` interrupts
+        since it began (the last at ``t_prev``), then it (the work queued, its
+        kworker's run replayed by _jump_kworker)."""
+        rnd = ep.host.random
+        if before:
+            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
+        rnd.add_interrupt_randomness_queued(ep.cpu)
+
+    def _jump_kworker(self, ep: "QperfEndpoint", kw: tuple, w: Task, floor: int, t_woken: int) -> None:
+        """Where the kworker of a trigger round trip ran its work: its CPU
+        time, switches and vruntime (placed at ``floor`` by the sleeper credit),
+        then mix_interrupt_randomness() as worker_thread() calls it."""
+        dv, dexec, dnvcsw, dnivcsw = kw
+        w.woken_ns = t_woken
+        w.vruntime = floor + dv
+        w.sum_exec_runtime += dexec
+        w.nvcsw += dnvcsw
+        w.nivcsw += dnivcsw
+        rnd = ep.host.random
+        rnd.mix_interrupt_randomness(rnd.fast_pool(ep.cpu), "kworker")
+
+    def _jump_end(self, k: int, t: int, rec: tuple, trig: tuple | None = None) -> None:
         rtt, deltas, dirq, offs = rec
         counted = self._jump_counted
         self._jumping = None
         refill = rec is not self.steady
-        for ep, d, n, off in zip((self.client, self.server), deltas, dirq, offs):
+        if trig is not None:
+            trtt, tdeltas, toffs, mix_offs, kw, ends, refills, disturbs = trig[0]
+        for i, (ep, d, n, off) in enumerate(zip((self.client, self.server), deltas, dirq, offs)):
             if refill:
                 # the refills the replayed round trip paid (_run_cost, _netrx_cost)
                 paid = ep.cold_qperf + ep.cold_netrx
                 ep.cold_qperf = ep.cold_netrx = False
                 ep.refills += paid
                 ep.disturb += paid
+            last = t + (k - 1) * rtt + (off if trig is None else toffs[i])
             if n:
                 left = k * n - counted.get(ep, 0)
                 if left:
-                    ep.host.random.add_interrupt_randomness_many(ep.cpu, left, t + (k - 1) * rtt + off)
-                ep.last_irq_t = t + (k - 1) * rtt + off
+                    ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
+                ep.last_irq_t = last
             task = ep.task
             rq = ep.k.cpus[ep.cpu]
-            task.vruntime += k * d[0]
-            task.sum_exec_runtime += k * d[1]
-            task.nvcsw += k * d[2]
-            task.nivcsw += k * d[3]
-            rq.nr_switches += k * d[4]
-            rq.busy_ns += k * d[5]
-            rq.min_vruntime += k * d[6]
+            if trig is None:
+                task.vruntime += k * d[0]
+                task.sum_exec_runtime += k * d[1]
+                task.nvcsw += k * d[2]
+                task.nivcsw += k * d[3]
+                rq.nr_switches += k * d[4]
+                rq.busy_ns += k * d[5]
+                rq.min_vruntime += k * d[6]
+            else:
+                # k - 1 steady round trips, then the trigger one: what it paid and
+                # left owed (its mix's own hook set both refills and counted itself)
+                td = tdeltas[i]
+                task.vruntime += (k - 1) * d[0] + td[0]
+                task.sum_exec_runtime += (k - 1) * d[1] + td[1]
+                task.nvcsw += (k - 1) * d[2] + td[2]
+                task.nivcsw += (k - 1) * d[3] + td[3]
+                rq.nr_switches += (k - 1) * d[4] + td[4]
+                rq.busy_ns += (k - 1) * d[5] + td[5]
+                rq.min_vruntime += (k - 1) * d[6] + td[6]
+                ep.cold_qperf, ep.cold_netrx = ends[i]
+                ep.refills += refills[i]
+                ep.disturb += disturbs[i] - (mix_offs[i] is not None)
             ep.msgs_received += k
         cl = self.client
         crq = cl.k.cpus[cl.cpu]
