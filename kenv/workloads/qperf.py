@@ -70,8 +70,9 @@ again.  The round trip after a kworker ran, which pays the refills it left owed
 and is otherwise clean, is learned the same way (per set of refills owed, two
 alike) and replayed when nothing rare can happen in it.  So is the round trip
 that holds the interrupt scheduling a workqueue mix, per deferral and index of
-that interrupt in the message on each host: it is replayed as the last round
-trip of a fast-forward -- the interrupt counted at its time, at the time the
+that interrupt in the message on each host and refills owed at its start: it
+is replayed as the last round trip of a fast-forward (or as one on its own,
+after a kworker's round trip) -- the interrupt counted at its time, at the time the
 kworker ran its work that kworker's CPU time, switches and vruntime (placed by
 the sleeper credit, as when it was learned) and mix_interrupt_randomness()
 itself, at the end the refills left owed -- when no timer is due on either CPU,
@@ -568,7 +569,8 @@ class QperfPair:
         # the round trip that holds the interrupt scheduling a workqueue mix (on one
         # host or both), with its kworker run(s): measured in detail like the refill
         # round trip (twice alike), per (deferral, trigger index on the client, on
-        # the server), then replayed as the last round trip of a fast-forward
+        # the server, refills owed at its start), then replayed as the last round
+        # trip of a fast-forward (or alone, from a refill boundary)
         self.trigger_rts: dict[tuple, tuple] = {}
         self._trigger_candidate: dict[tuple, tuple] = {}
         self._trigger_measuring: tuple | None = None
@@ -642,7 +644,7 @@ class QperfPair:
             if owed is None or not self.wl.fast_forward:
                 return 0
             if not clean:
-                return self._plan_refill(t, owed)
+                return self._plan_refill(t, owed) or self._plan_refill_trigger(t, owed)
             k = self._plan_jump(t)
             if k == 0:
                 self._start_trigger_measure(t)
@@ -817,7 +819,37 @@ class QperfPair:
             return None
         return w, floor
 
-    def _plan_wq_trigger(self, t: int, m: int, wq: list) -> bool:
+    def _wq_next(self) -> list | None:
+        """Both hosts on a workqueue deferral with no mix in flight or pending:
+        (endpoint index, endpoint, index of its next trigger interrupt by the
+        count rule) for each, else None."""
+        out = []
+        for i, (ep, n) in enumerate(zip((self.client, self.server), self.steady[2])):
+            rnd = ep.host.random
+            fp = rnd.fast_pool(ep.cpu)
+            ev = getattr(fp.mix, "_event", None)
+            if (n <= 0 or rnd.deferral not in ("workqueue", "schedule_work") or fp.count & MIX_INFLIGHT
+                    or (ev is not None and ev.pending)):
+                return None
+            out.append((i, ep, rnd.threshold - 1 - fp.count))
+        return out
+
+    def _plan_refill_trigger(self, t: int, owed: tuple) -> int:
+        """A boundary clean but for the refills ``owed`` whose round trip (not
+        replayable as a refill one) holds a workqueue mix's trigger: replay it
+        as a one-round-trip fast-forward (1) if that trigger round trip, with
+        these refills owed at its start, is known; else measure it (0)."""
+        wq = self._wq_next()
+        if wq is None:
+            return 0
+        if self.trigger_rts and self._plan_wq_trigger(t, 0, wq, owed):
+            self._record = self.steady
+            self._triggers = []
+            return 1
+        self._start_trigger_measure(t, owed)
+        return 0
+
+    def _plan_wq_trigger(self, t: int, m: int, wq: list, owed: tuple = NO_REFILLS) -> bool:
         """Round trip ``m`` after ``t`` (both hosts clean and on a workqueue
         deferral, nothing else bounding the fast-forward before it) holds the
         interrupt that schedules a mix on one host or both: take it into the
@@ -825,14 +857,15 @@ class QperfPair:
         nothing rare can happen in it -- no timer due on either CPU, the HZ rule
         not earlier than the count rule, each trigger within the engine's
         ``until`` (the deferral may change after it), each kworker placed by the
-        sleeper credit as when it was learned.  Sets ``_trigger``."""
+        sleeper credit as when it was learned.  ``owed``: the refills owed at
+        its start (a refill boundary; then ``m`` is 0).  Sets ``_trigger``."""
         rtt, deltas, dirq, offs = self.steady
         deferral = self.client.host.random.deferral
         if (deferral not in ("workqueue", "schedule_work") or self.server.host.random.deferral != deferral
                 or self.client.k.engine.recorder is not None):
             return False
         js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
-        rec = self.trigger_rts.get((deferral,) + js)
+        rec = self.trigger_rts.get((deferral,) + js + (owed,))
         if rec is None:
             return False
         trtt, tdeltas, toffs, mix_offs, kw, ends, refills, disturbs = rec
@@ -868,10 +901,11 @@ class QperfPair:
         self._trigger = (rec, plan)
         return True
 
-    def _start_trigger_measure(self, t: int) -> None:
-        """A clean boundary whose next round trip, simulated in detail, holds
-        an interrupt that schedules a workqueue mix, of a kind not learned yet:
-        snapshot both hosts (and their kworkers) to learn it at the next boundary."""
+    def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
+        """A boundary, clean but for the refills ``owed``, whose next round
+        trip, simulated in detail, holds an interrupt that schedules a workqueue
+        mix, of a kind not learned yet: snapshot both hosts (and their kworkers)
+        to learn it at the next boundary."""
         deferral = self.client.host.random.deferral
         if (deferral not in ("workqueue", "schedule_work") or self.server.host.random.deferral != deferral
                 or self.client.k.engine.recorder is not None):
@@ -891,7 +925,7 @@ class QperfPair:
             w, floor = start
             starts.append((w, floor, w.sum_exec_runtime, w.nvcsw, w.nivcsw, fp.mixes,
                            ep.k.timers.next_expiry(ep.cpu), ep.refills, ep.disturb))
-        key = (deferral,) + tuple(js)
+        key = (deferral,) + tuple(js) + (owed,)
         if js == [None, None] or key in self.trigger_rts:
             return
         self._trigger_measuring = (key, _Snap(t, self._state(), self._irqs(), 0), starts)
@@ -912,7 +946,7 @@ class QperfPair:
             return
         toffs = (self.client.last_irq_t - t0, self.server.last_irq_t - t0)
         mix_offs, kw = [], []
-        for i, (ep, j, st) in enumerate(zip(eps, key[1:], starts)):
+        for i, (ep, j, st) in enumerate(zip(eps, key[1:3], starts)):
             w, floor, exec0, nvcsw0, nivcsw0, mixes0, nxt0, _, _ = st
             fp = ep.host.random.fast_pool(ep.cpu)
             nxt = ep.k.timers.next_expiry(ep.cpu)
