@@ -1053,7 +1053,7 @@ class QperfPair:
         # after the mix: count restarts; no new trigger before the fast-forward ends
         n = dirq[i]
         rnd = ep.host.random
-        after_in_m = sum(1 for off in offsets if off > o)
+        after_in_m = len(offsets) - bisect.bisect_right(offsets, o)   # offsets are in order
         k = min(k, m + 1 + (rnd.threshold - 1 - after_in_m) // n)
         last = ep.k.jiffies_at(tick)
         x = ep.k.tick_time(last + ep.k.HZ + 1) - t - offs[i]
@@ -1071,16 +1071,17 @@ class QperfPair:
         offsets = self._irq_offsets(i)
         now = ep.k.now
         m, o = divmod(now - t, rtt)
+        shift = 0
         if trig is not None and m >= k - 1:
             # in the last round trip, the trigger one: its message arrives later
             m, o = k - 1, now - t - (k - 1) * rtt
             shift = trig[0][2][i] - offs[i]
-            offsets = [off + shift for off in offsets]
-        total = k * n if m >= k else m * n + sum(1 for off in offsets if off <= o)
+        # the offsets are in order: those <= o are the first bisect_right(offsets, o)
+        total = k * n if m >= k else m * n + bisect.bisect_right(offsets, o - shift)
         counted = self._jump_counted.get(ep, 0)
         if total > counted:
             j = total - 1
-            last = t + (j // n) * rtt + offsets[j % n]
+            last = t + (j // n) * rtt + offsets[j % n] + (shift if j // n == k - 1 else 0)
             ep.host.random.add_interrupt_randomness_many(ep.cpu, total - counted, last)
             self._jump_counted[ep] = total
 
