@@ -535,6 +535,7 @@ class QperfPair:
         self.t_first = 0
         self.done = True
         self.rts = 0
+        self.fresh = False   # the next boundary is a run's first (client_body)
         # run_slice() (no pause between slices): round trips completed in detail,
         # as (end, duration), and fast-forwards as (start, rtt, k), until credited
         self.completed: list[tuple[int, int]] = []
@@ -634,6 +635,7 @@ class QperfPair:
         """
         owed = self._refills_owed()
         clean = owed == NO_REFILLS
+        fresh, self.fresh = self.fresh, False
         if self.steady is not None:
             # measured already (only a new size measures again, from a fresh
             # ``prev``): no snapshot needed
@@ -641,7 +643,10 @@ class QperfPair:
                 self._end_refill_measure(t, clean)
             if self._trigger_measuring is not None:
                 self._end_trigger_measure(t)
-            if owed is None or not self.wl.fast_forward:
+            if fresh or owed is None or not self.wl.fast_forward:
+                # (the first round trip of a run, from qperf's wakeup, is not a steady
+                # one for min_vruntime: the steady lag of min_vruntime behind qperf's
+                # vruntime builds up in it)
                 return 0
             if not clean:
                 return self._plan_refill(t, owed) or self._plan_refill_trigger(t, owed)
@@ -1265,6 +1270,7 @@ class QperfTcpLat:
                 # again only when the size changes
                 pair.start_size(size)
             pair.candidate = None
+            pair.fresh = True
             rts0 = pair.rts
             while True:
                 t = ep.k.now
