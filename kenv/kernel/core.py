@@ -545,8 +545,12 @@ class Kernel:
     def check_preempt_curr(self, rq: CPU, p: Task) -> None:
         curr = rq.curr
         if curr is None:
-            if rq.busy_log is not None and rq._busy_from is None:
-                rq._busy_from = self.engine.now
+            if rq.busy_log is not None:
+                now = self.engine.now
+                if rq._busy_from is None:
+                    rq._busy_from = now
+                # the idle exit before the kick: a stretch of its own (see _schedule)
+                rq.busy_log.append((now, max(now + self.costs.wakeup_ns, rq.irq_until)))
             self._kick(rq, self.costs.wakeup_ns)
             return
         if p.is_rt:
@@ -682,8 +686,12 @@ class Kernel:
         irq_until = rq.irq_until
         start = (now if now >= irq_until else irq_until) + self.costs.context_switch_ns
         nxt._switched_in = start
-        if rq.busy_log is not None and rq._busy_from is None:
-            rq._busy_from = now
+        if rq.busy_log is not None:
+            if rq._busy_from is None:
+                rq._busy_from = now
+            # the switch itself: a stretch of its own (a steal inside it delays the
+            # task's start by what is left of it, not by its whole length)
+            rq.busy_log.append((start - self.costs.context_switch_ns, start))
         if engine.recorder is not None:
             self._trace_switch(rq, nxt, start - self.costs.context_switch_ns)
         if cfs and not nxt.is_rt:
