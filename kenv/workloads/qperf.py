@@ -77,7 +77,11 @@ kworker ran its work that kworker's CPU time, switches and vruntime (placed by
 the sleeper credit, as when it was learned) and mix_interrupt_randomness()
 itself, at the end the refills left owed -- when no timer is due on either CPU,
 the count rule (not the HZ rule) triggers, and before the engine's ``until``
-(the next step may change the deferral).  What a run learned
+(the next step may change the deferral).  A timer-deferred mix whose TIMER
+softirq steals from qperf's own run (not an interrupt, a wakeup or a switch,
+and no interrupt of that host arriving until the run's end) only delays
+everything after it: that round trip is replayed as the steady one that much
+longer.  What a run learned
 (module ``_LEARNED``, keyed by the machine and the size) starts the next runs of
 the same machine and size in the process, and the latency reference of the
 environments comes from :func:`steady_round_trip`, so no figure depends on what
@@ -578,6 +582,13 @@ class QperfPair:
         # the next jump()'s last round trip, if it is a trigger_rts one: (record, per-host plan)
         self._trigger: tuple | None = None
         self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
+        # a mix timer that fires while qperf runs (its TIMER softirq steals
+        # from qperf's chunk, see _shifts): the round trip is the steady one
+        # with everything from the tick on ``cost`` later, replayed as the last
+        # round trip of a fast-forward: (endpoint, m, offset, cost)
+        self._tick: tuple | None = None
+        self._idle_ticks: list[int] = []               # mix timers a plan takes in while their CPU is idle
+        self.tick_replays = 0                          # busy ticks replayed (statistics, tests)
 
     # state of both hosts that the fast-forward must carry
     def _state(self) -> tuple:
@@ -755,7 +766,8 @@ class QperfPair:
 
     def _plan_jump(self, t: int) -> int:
         self._record = rtt, deltas, dirq, offs = self.steady
-        self._trigger = None
+        self._trigger = self._tick = None
+        self._idle_ticks = []
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
         k = k_end = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         self._triggers = []
@@ -806,6 +818,16 @@ class QperfPair:
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
         if len(wq) == 2 and not timers and 0 <= k < k_end and self.trigger_rts and self._plan_wq_trigger(t, k, wq):
             k += 1     # the round trip with the trigger(s), replayed as the last one
+        if self._tick is not None:
+            i, m, o, cost = self._tick
+            tick = t + m * rtt + o
+            later = any(t_trig > tick and j < k * dirq[0 if ep is self.client else 1]
+                        for ep, j, t_trig, _ in self._triggers) or any(x > tick for x in self._idle_ticks)
+            if k != m + 1 or later:
+                # the busy tick's round trip is not the last one, or something after
+                # the tick in it would move with it: stop before it instead
+                self._tick = None
+                k = min(k, m)
         return max(0, k)
 
     # ----------------------------------------- the round trip of a workqueue mix
@@ -1053,8 +1075,14 @@ class QperfPair:
         if m >= k:
             return k
         offsets = self._irq_offsets(i)
-        if offsets is None or not self._idle_at(i, t, o, cost, m, k):
+        if offsets is None:
             return min(k, m)
+        if not self._idle_at(i, t, o, cost, m, k):
+            if self._tick is None and self._shifts(i, o, cost, offsets):
+                self._tick = (i, m, o, cost)   # the last round trip, ``cost`` longer
+                return m + 1
+            return min(k, m)
+        self._idle_ticks.append(tick)
         # after the mix: count restarts; no new trigger before the fast-forward ends
         n = dirq[i]
         rnd = ep.host.random
@@ -1063,6 +1091,34 @@ class QperfPair:
         last = ep.k.jiffies_at(tick)
         x = ep.k.tick_time(last + ep.k.HZ + 1) - t - offs[i]
         return min(k, max(m + 1, -(-x // rtt)))
+
+    def _shifts(self, i: int, o: int, cost: int, offsets: list) -> bool:
+        """Does a TIMER softirq from offset ``o`` of the steady round trip for
+        ``cost`` ns on host ``i``'s CPU only delay everything after it by
+        ``cost``?  So when it falls inside qperf's own run: within the CPU's
+        busy stretch, clear of every interrupt, softirq, wakeup and context
+        switch in it (the measured stretches), with none of host ``i``'s
+        interrupts arriving from the tick to the end of the stretch plus
+        ``cost`` (the delayed work could meet one), and ending before the
+        fast-forward's own wakeup.  The softirq then stretches the running
+        chunk (Kernel.steal) and nothing at a fixed time follows on this CPU
+        before the message the delayed work sends: the other CPU is idle, the
+        interrupts it takes next come from that message.  The same stolen time
+        is not charged to qperf, so its counters are the steady ones."""
+        rtt = self.steady[0]
+        costs = self.client.k.costs
+        if o + cost >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
+            return False
+        end = None
+        for a, b in self.busy[i]:
+            if a <= o + cost and b >= o:
+                if end is not None or not (a < o and o + cost < b):
+                    return False     # more than qperf's stretch here, or its edge
+                end = b
+        if end is None:
+            return False
+        j = bisect.bisect_left(offsets, o)
+        return not (j < len(offsets) and offsets[j] <= end + cost)
 
     def _sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
@@ -1108,16 +1164,20 @@ class QperfPair:
         costs = self.client.k.costs
         engine = self.client.k.engine
         trig, self._trigger = self._trigger, None
-        t_resume = t + k * rtt if trig is None else t + (k - 1) * rtt + trig[0][0]
+        tick, self._tick = self._tick, None
+        last_rtt = trig[0][0] if trig is not None else rtt + tick[3] if tick is not None else rtt
+        t_resume = t + (k - 1) * rtt + last_rtt
         if self.wl.continuous:
-            if trig is None:
+            if last_rtt == rtt:
                 self.skipped.append((t, rtt, k))
             else:
                 if k > 1:
                     self.skipped.append((t, rtt, k - 1))
-                self.skipped.append((t + (k - 1) * rtt, trig[0][0], 1))
+                self.skipped.append((t + (k - 1) * rtt, last_rtt, 1))
         if trig is not None:
             self.trigger_replays += 1
+        if tick is not None:
+            self.tick_replays += 1
         counted = {}
         for ep, j, t_trig, t_before in self._triggers:
             if j < k * rec[2][0 if ep is self.client else 1]:   # inside this jump
@@ -1131,7 +1191,7 @@ class QperfPair:
                 counted[ep] = j + 1
         self._jump_counted = counted
         self._jumping = (t, k, rec, trig)
-        engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, k, t, rec, trig)
+        engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, k, t, rec, trig, tick)
         self.jumps += 1
         rec = self.client.k.engine.recorder
         if rec is not None:
@@ -1170,7 +1230,7 @@ class QperfPair:
         rnd = ep.host.random
         rnd.mix_interrupt_randomness(rnd.fast_pool(ep.cpu), "kworker")
 
-    def _jump_end(self, k: int, t: int, rec: tuple, trig: tuple | None = None) -> None:
+    def _jump_end(self, k: int, t: int, rec: tuple, trig: tuple | None = None, tick: tuple | None = None) -> None:
         rtt, deltas, dirq, offs = rec
         counted = self._jump_counted
         self._jumping = None
@@ -1185,6 +1245,8 @@ class QperfPair:
                 ep.refills += paid
                 ep.disturb += paid
             last = t + (k - 1) * rtt + (off if trig is None else toffs[i])
+            if tick is not None and off > tick[2]:
+                last += tick[3]       # after the busy tick: everything later by its cost
             if n:
                 left = k * n - counted.get(ep, 0)
                 if left:
