@@ -563,7 +563,7 @@ class QperfPair:
         # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
         # the steady one (twice alike) per set of refills owed, then replayed
         self.refill_rts: dict[tuple, tuple] = {}      # refills owed -> (rtt, deltas, irqs per rt, offsets)
-        self._learned: dict = {"refill": {}, "trigger": {}}   # what start_size() took from _LEARNED
+        self._learned: dict = {"refill": {}, "trigger": {}, "tick": {}}   # what start_size() took from _LEARNED
         self._refill_candidate: dict[tuple, tuple] = {}
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         self._jumping: tuple | None = None     # (start, round trips, record, trigger) of the fast-forward in progress
@@ -582,13 +582,18 @@ class QperfPair:
         # the next jump()'s last round trip, if it is a trigger_rts one: (record, per-host plan)
         self._trigger: tuple | None = None
         self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
-        # a mix timer that fires while qperf runs (its TIMER softirq steals
-        # from qperf's chunk, see _shifts): the round trip is the steady one
-        # with everything from the tick on ``cost`` later, replayed as the last
-        # round trip of a fast-forward: (endpoint, m, offset, cost)
+        # a mix timer that fires while its CPU is busy, where the round trip is
+        # the steady one with what follows the tick ``delay`` later (_tick_model):
+        # replayed as the last round trip of a fast-forward, (endpoint, m,
+        # offset, delay, shift of each endpoint's last interrupt)
         self._tick: tuple | None = None
         self._idle_ticks: list[int] = []               # mix timers a plan takes in while their CPU is idle
         self.tick_replays = 0                          # busy ticks replayed (statistics, tests)
+        # the NAPI-poll case of _tick_model, checked in detail once per stretch
+        # (endpoint, its index) before it is replayed: True, or False if refuted
+        self.tick_rts: dict[tuple, bool] = {}
+        self._tick_candidate: tuple | None = None
+        self._tick_measuring: tuple | None = None
 
     # state of both hosts that the fast-forward must carry
     def _state(self) -> tuple:
@@ -654,6 +659,8 @@ class QperfPair:
                 self._end_refill_measure(t, clean)
             if self._trigger_measuring is not None:
                 self._end_trigger_measure(t)
+            if self._tick_measuring is not None:
+                self._end_tick_measure(t)
             if fresh or owed is None or not self.wl.fast_forward:
                 # (the first round trip of a run, from qperf's wakeup, is not a steady
                 # one for min_vruntime: the steady lag of min_vruntime behind qperf's
@@ -664,6 +671,8 @@ class QperfPair:
             k = self._plan_jump(t)
             if k == 0:
                 self._start_trigger_measure(t)
+                if self._tick_candidate is not None:
+                    self._start_tick_measure(t)
             return k
         snap = _Snap(t, self._state(), self._irqs(), self._disturb() if clean else -1)
         prev = self.prev
@@ -766,7 +775,7 @@ class QperfPair:
 
     def _plan_jump(self, t: int) -> int:
         self._record = rtt, deltas, dirq, offs = self.steady
-        self._trigger = self._tick = None
+        self._trigger = self._tick = self._tick_candidate = None
         self._idle_ticks = []
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
         k = k_end = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
@@ -819,10 +828,16 @@ class QperfPair:
         if len(wq) == 2 and not timers and 0 <= k < k_end and self.trigger_rts and self._plan_wq_trigger(t, k, wq):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self._tick is not None:
-            i, m, o, cost = self._tick
+            i, m, o, _, shifts = self._tick
             tick = t + m * rtt + o
             later = any(t_trig > tick and j < k * dirq[0 if ep is self.client else 1]
                         for ep, j, t_trig, _ in self._triggers) or any(x > tick for x in self._idle_ticks)
+            for h, ep in enumerate((self.client, self.server)):
+                # the other host's interrupts, later by the shift: still before its HZ rule
+                fp = ep.host.random.fast_pool(ep.cpu)
+                if h != i and dirq[h] and not fp.count & MIX_INFLIGHT and (
+                        t + m * rtt + offs[h] + shifts[h] >= ep.k.tick_time(fp.last + ep.k.HZ + 1)):
+                    later = True
             if k != m + 1 or later:
                 # the busy tick's round trip is not the last one, or something after
                 # the tick in it would move with it: stop before it instead
@@ -1012,12 +1027,14 @@ class QperfPair:
         if self.wl.fast_forward:
             k = self.client.k
             key = _machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.cpu, size)
-            self._learned = _LEARNED.setdefault(key, {"refill": {}, "trigger": {}})
+            self._learned = _LEARNED.setdefault(key, {"refill": {}, "trigger": {}, "tick": {}})
         else:
-            self._learned = {"refill": {}, "trigger": {}}
+            self._learned = {"refill": {}, "trigger": {}, "tick": {}}
         self.steady, self.busy = self._learned.get("steady", (None, None))
         self.refill_rts = self._learned["refill"]
         self.trigger_rts = self._learned["trigger"]
+        self.tick_rts = self._learned["tick"]
+        self._tick_measuring = None
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
@@ -1078,9 +1095,15 @@ class QperfPair:
         if offsets is None:
             return min(k, m)
         if not self._idle_at(i, t, o, cost, m, k):
-            if self._tick is None and self._shifts(i, o, cost, offsets):
-                self._tick = (i, m, o, cost)   # the last round trip, ``cost`` longer
-                return m + 1
+            model = None if self._tick is not None else self._tick_model(i, o, cost, offsets)
+            # after the mix the count restarts: the interrupts after it must not schedule another
+            if model is not None and len(offsets) - bisect.bisect_right(offsets, o) < ep.host.random.threshold:
+                key, delay, shifts = model
+                if key is None or self.tick_rts.get(key):
+                    self._tick = (i, m, o, delay, shifts)   # the last round trip, ``delay`` longer
+                    return m + 1
+                if m == 0 and key not in self.tick_rts:
+                    self._tick_candidate = (key, i, o, delay, shifts)
             return min(k, m)
         self._idle_ticks.append(tick)
         # after the mix: count restarts; no new trigger before the fast-forward ends
@@ -1119,6 +1142,81 @@ class QperfPair:
             return False
         j = bisect.bisect_left(offsets, o)
         return not (j < len(offsets) and offsets[j] <= end + cost)
+
+    def _tick_model(self, i: int, o: int, cost: int, offsets: list) -> tuple | None:
+        """What a TIMER softirq from offset ``o`` for ``cost`` ns on host
+        ``i``'s busy CPU does to the steady round trip, if it only delays what
+        follows: (key, delay, shift of each endpoint's last interrupt), key None
+        when no check is needed; None otherwise.
+
+        * Inside qperf's own run (_shifts): everything after it ``cost`` later.
+        * Inside the NAPI poll of a message's first batches (a softirq stretch
+          within qperf's wakeup-to-sleep stretch that ends at ``L``, the message's
+          last interrupt arriving at ``A`` after its start): the poll ends
+          ``cost`` later, so the last interrupt's handler starts at
+          ``max(A, L + cost)`` instead of ``max(A, L)``, and what depends on it
+          (qperf's copy, the reply and the other host's interrupts) moves by the
+          difference; this host's interrupts are already on their way.  Checked
+          in detail once per stretch before it is replayed (tick_rts)."""
+        if self._shifts(i, o, cost, offsets):
+            return None, cost, tuple(cost if off > o else 0 for off in self.steady[3])
+        rtt, deltas, dirq, offs = self.steady
+        costs = self.client.k.costs
+        inside = [(s, a, b) for s, (a, b) in enumerate(self.busy[i]) if a <= o + cost and b >= o]
+        if len(inside) not in (2, 3) or any(not (a < o and o + cost < b) for _, a, b in inside):
+            return None
+        # qperf's stretch is the widest; the poll and (if qperf was woken in it)
+        # the wait for its kick both end where the poll does
+        inside.sort(key=lambda x: x[2] - x[1])
+        s, a, L = inside[-2] if len(inside) == 3 and inside[0][2] == inside[1][2] else inside[0]
+        if len(inside) == 3 and inside[0][2] != inside[1][2]:
+            return None
+        A = offsets[-1]
+        if not offsets[0] <= a < A:
+            return None
+        delay = max(A, L + cost) - max(A, L)
+        if o + cost + delay >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
+            return None
+        return (i, s), delay, tuple(delay if h != i and off > o else 0 for h, off in enumerate(offs))
+
+    def _start_tick_measure(self, t: int) -> None:
+        """A clean boundary whose round trip, simulated in detail, has a mix
+        timer fire in a NAPI poll whose _tick_model is not checked yet:
+        snapshot, to compare with it at the next boundary.  What else the plan
+        saw in that round trip -- the other host's mix timer firing while its
+        CPU is idle, interrupts that schedule a timer mix -- is expected too."""
+        key, i, o, delay, shifts = self._tick_candidate
+        self._tick_candidate = None
+        rtt = self.steady[0]
+        idle = sum(1 for x in self._idle_ticks if x < t + rtt)
+        if idle > 1:
+            return
+        triggers = sum(1 for ep, j, t_trig, _ in self._triggers if t_trig < t + rtt)
+        expect = tuple(ep.host.random.fast_pool(ep.cpu).mixes + (h == i) + (h != i and idle > 0)
+                       for h, ep in enumerate((self.client, self.server)))
+        self._tick_measuring = (key, i, o, delay, shifts, _Snap(t, self._state(), self._irqs(), self._disturb()),
+                                expect, 1 + idle + triggers)
+
+    def _end_tick_measure(self, t: int) -> None:
+        """The boundary after that round trip: if nothing else happened in it
+        (it ended clean; the mixes, and the disturbances, the plan expected; the
+        timer's at the tick), it must be the model's -- the steady counters, the
+        round trip and the shifted interrupts ``delay`` later -- or the stretch
+        is refuted for good."""
+        key, i, o, delay, shifts, snap, expect, disturb = self._tick_measuring
+        self._tick_measuring = None
+        eps = (self.client, self.server)
+        mixes = tuple(e.host.random.fast_pool(e.cpu).mixes for e in eps)
+        last = eps[i].last_mix
+        if (self._refills_owed() != NO_REFILLS or self._disturb() - snap.disturb != disturb or mixes != expect
+                or last is None or last != (snap.t + o, "timer")):
+            return    # something else happened in it: no verdict
+        rtt, deltas, dirq, offs = self.steady
+        d = tuple(tuple(b - a for a, b in zip(s0, s1)) for s0, s1 in zip(snap.state, self._state()))
+        dirq_m = tuple(b - a for a, b in zip(snap.irqs, self._irqs()))
+        offs_m = (self.client.last_irq_t - snap.t, self.server.last_irq_t - snap.t)
+        model = (rtt + delay, deltas, dirq, tuple(off + sh for off, sh in zip(offs, shifts)))
+        self.tick_rts[key] = (t - snap.t, d, dirq_m, offs_m) == model
 
     def _sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
@@ -1245,8 +1343,8 @@ class QperfPair:
                 ep.refills += paid
                 ep.disturb += paid
             last = t + (k - 1) * rtt + (off if trig is None else toffs[i])
-            if tick is not None and off > tick[2]:
-                last += tick[3]       # after the busy tick: everything later by its cost
+            if tick is not None:
+                last += tick[4][i]    # after the busy tick: later by its delay
             if n:
                 left = k * n - counted.get(ep, 0)
                 if left:
