@@ -81,7 +81,9 @@ the count rule (not the HZ rule) triggers, and before the engine's ``until``
 softirq steals from qperf's own run (not an interrupt, a wakeup or a switch,
 and no interrupt of that host arriving until the run's end) only delays
 everything after it: that round trip is replayed as the steady one that much
-longer.  What a run learned
+longer; one that fires in the NAPI poll of a message's first batches delays the
+message's last interrupt handler by what the poll's slack does not absorb
+(checked in detail once per poll stretch).  What a run learned
 (module ``_LEARNED``, keyed by the machine and the size) starts the next runs of
 the same machine and size in the process, and the latency reference of the
 environments comes from :func:`steady_round_trip`, so no figure depends on what
