@@ -1174,8 +1174,8 @@ class QperfPair:
         if len(inside) == 3 and inside[0][2] != inside[1][2]:
             return None
         A = offsets[-1]
-        if not offsets[0] <= a < A:
-            return None
+        if not offsets[0] <= a < A or not any(b0 == max(A, L) for b0, _ in self.busy[i]):
+            return None      # not a poll that the last interrupt's handler follows
         delay = max(A, L + cost) - max(A, L)
         if o + cost + delay >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
             return None
