@@ -1088,7 +1088,9 @@ class QperfPair:
         ``cost`` ns on its CPU): the fast-forward of ``k`` round trips from
         ``t`` takes it in when that CPU is idle then in the steady round trip
         (the mix counts the interrupts so far, see _sync_jump) and ends before
-        the next mix could be scheduled; else it stops before that round trip."""
+        the next mix could be scheduled; when the CPU is busy and _tick_model
+        knows what the softirq does there, it ends with that round trip, longer
+        by the model's delay (``_tick``); else it stops before that round trip."""
         rtt, deltas, dirq, offs = self.steady
         m, o = divmod(tick - t, rtt)
         if m >= k:
