@@ -11,8 +11,8 @@ a dict is applied on top of the env's default mix, field by field.
 
 from __future__ import annotations
 
-import os
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 

@@ -863,17 +863,28 @@ class QperfPair:
             return None
         return w, floor
 
+    def _wq_deferral(self) -> str | None:
+        """The workqueue deferral both hosts are on (``workqueue`` or
+        ``schedule_work``), or None -- None as well while tracing (the trigger
+        round trip is then simulated in detail, for the trace)."""
+        d = self.client.host.random.deferral
+        if (d not in ("workqueue", "schedule_work") or self.server.host.random.deferral != d
+                or self.client.k.engine.recorder is not None):
+            return None
+        return d
+
     def _wq_next(self) -> list | None:
-        """Both hosts on a workqueue deferral with no mix in flight or pending:
-        (endpoint index, endpoint, index of its next trigger interrupt by the
-        count rule) for each, else None."""
+        """Both hosts on one workqueue deferral (_wq_deferral) with no mix in
+        flight or pending: (endpoint index, endpoint, index of its next trigger
+        interrupt by the count rule) for each, else None."""
+        if self._wq_deferral() is None:
+            return None
         out = []
         for i, (ep, n) in enumerate(zip((self.client, self.server), self.steady[2])):
             rnd = ep.host.random
             fp = rnd.fast_pool(ep.cpu)
             ev = getattr(fp.mix, "_event", None)
-            if (n <= 0 or rnd.deferral not in ("workqueue", "schedule_work") or fp.count & MIX_INFLIGHT
-                    or (ev is not None and ev.pending)):
+            if n <= 0 or fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
                 return None
             out.append((i, ep, rnd.threshold - 1 - fp.count))
         return out
@@ -904,15 +915,14 @@ class QperfPair:
         sleeper credit as when it was learned.  ``owed``: the refills owed at
         its start (a refill boundary; then ``m`` is 0).  Sets ``_trigger``."""
         rtt, deltas, dirq, offs = self.steady
-        deferral = self.client.host.random.deferral
-        if (deferral not in ("workqueue", "schedule_work") or self.server.host.random.deferral != deferral
-                or self.client.k.engine.recorder is not None):
+        deferral = self._wq_deferral()
+        if deferral is None:
             return False
         js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
         rec = self.trigger_rts.get((deferral,) + js + (owed,))
         if rec is None:
             return False
-        trtt, tdeltas, toffs, mix_offs, kw, ends, refills, disturbs = rec
+        trtt, _, toffs, mix_offs = rec[:4]
         t_m = t + m * rtt                      # the trigger round trip starts here
         until = self.client.k.engine.until
         plan = []
@@ -950,26 +960,21 @@ class QperfPair:
         trip, simulated in detail, holds an interrupt that schedules a workqueue
         mix, of a kind not learned yet: snapshot both hosts (and their kworkers)
         to learn it at the next boundary."""
-        deferral = self.client.host.random.deferral
-        if (deferral not in ("workqueue", "schedule_work") or self.server.host.random.deferral != deferral
-                or self.client.k.engine.recorder is not None):
+        wq = self._wq_next()
+        if wq is None:
             return
         dirq = self.steady[2]
         js, starts = [], []
-        for i, ep in enumerate((self.client, self.server)):
-            fp = ep.host.random.fast_pool(ep.cpu)
-            ev = getattr(fp.mix, "_event", None)
-            if dirq[i] <= 0 or fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
-                return
-            j = ep.host.random.threshold - 1 - fp.count
-            js.append(j if j < dirq[i] else None)
+        for i, ep, j in wq:
             start = self._trigger_start(ep, ep.k.cpus[ep.cpu].min_vruntime)
             if start is None:
                 return
+            js.append(j if j < dirq[i] else None)
             w, floor = start
-            starts.append((w, floor, w.sum_exec_runtime, w.nvcsw, w.nivcsw, fp.mixes,
-                           ep.k.timers.next_expiry(ep.cpu), ep.refills, ep.disturb))
-        key = (deferral,) + tuple(js) + (owed,)
+            starts.append((w, floor, w.sum_exec_runtime, w.nvcsw, w.nivcsw,
+                           ep.host.random.fast_pool(ep.cpu).mixes, ep.k.timers.next_expiry(ep.cpu),
+                           ep.refills, ep.disturb))
+        key = (self._wq_deferral(),) + tuple(js) + (owed,)
         if js == [None, None] or key in self.trigger_rts:
             return
         self._trigger_measuring = (key, _Snap(t, self._state(), self._irqs(), 0), starts)
@@ -1338,7 +1343,7 @@ class QperfPair:
         self._jumping = None
         refill = rec is not self.steady
         if trig is not None:
-            trtt, tdeltas, toffs, mix_offs, kw, ends, refills, disturbs = trig[0]
+            _, tdeltas, toffs, mix_offs, _, ends, refills, disturbs = trig[0]
         for i, (ep, d, n, off) in enumerate(zip((self.client, self.server), deltas, dirq, offs)):
             if refill:
                 # the refills the replayed round trip paid (_run_cost, _netrx_cost)
@@ -1356,25 +1361,19 @@ class QperfPair:
                 ep.last_irq_t = last
             task = ep.task
             rq = ep.k.cpus[ep.cpu]
-            if trig is None:
-                task.vruntime += k * d[0]
-                task.sum_exec_runtime += k * d[1]
-                task.nvcsw += k * d[2]
-                task.nivcsw += k * d[3]
-                rq.nr_switches += k * d[4]
-                rq.busy_ns += k * d[5]
-                rq.min_vruntime += k * d[6]
-            else:
-                # k - 1 steady round trips, then the trigger one: what it paid and
-                # left owed (its mix's own hook set both refills and counted itself)
-                td = tdeltas[i]
-                task.vruntime += (k - 1) * d[0] + td[0]
-                task.sum_exec_runtime += (k - 1) * d[1] + td[1]
-                task.nvcsw += (k - 1) * d[2] + td[2]
-                task.nivcsw += (k - 1) * d[3] + td[3]
-                rq.nr_switches += (k - 1) * d[4] + td[4]
-                rq.busy_ns += (k - 1) * d[5] + td[5]
-                rq.min_vruntime += (k - 1) * d[6] + td[6]
+            # k - 1 round trips of the record, then the last one: the record's
+            # again, or the trigger round trip's
+            td = d if trig is None else tdeltas[i]
+            task.vruntime += (k - 1) * d[0] + td[0]
+            task.sum_exec_runtime += (k - 1) * d[1] + td[1]
+            task.nvcsw += (k - 1) * d[2] + td[2]
+            task.nivcsw += (k - 1) * d[3] + td[3]
+            rq.nr_switches += (k - 1) * d[4] + td[4]
+            rq.busy_ns += (k - 1) * d[5] + td[5]
+            rq.min_vruntime += (k - 1) * d[6] + td[6]
+            if trig is not None:
+                # what the trigger round trip paid and left owed (its mix's own
+                # hook set both refills and counted itself)
                 ep.cold_qperf, ep.cold_netrx = ends[i]
                 ep.refills += refills[i]
                 ep.disturb += disturbs[i] - (mix_offs[i] is not None)
