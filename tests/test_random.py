@@ -389,6 +389,21 @@ def test_workqueue_mix_round_trip_replayed_exactly(monkeypatch, scenario):
         assert exact_states[key] == state, key
 
 
+@pytest.mark.parametrize("scenario", [{"threshold": 64, "msg_size": "4K"}, {"msg_size": "64K", "hz": 100}])
+def test_refill_round_trip_after_a_trigger_replayed_exactly(monkeypatch, scenario):
+    """The refill round trip that pays what a workqueue mix's kworker left
+    owed is replayed in the same fast-forward as the trigger round trip before
+    it (not from a boundary of its own): the same trajectories, and the same
+    fast pools (the count restarted at the mix), refills and scheduler counters
+    at every boundary the fast-forward reaches, as every round trip simulated."""
+    fast, exact, replays, fast_states, exact_states, _ = _fast_and_exact(
+        monkeypatch, {"actions": ["workqueue", "schedule_work"], "scenario": scenario}, "trigger_refill_replays")
+    assert replays >= 10, replays
+    assert fast == exact
+    for key, state in fast_states.items():
+        assert exact_states[key] == state, key
+
+
 @pytest.mark.parametrize("scenario,polls", [
     ({"msg_size": "4K"}, False),                      # one interrupt per message: no NAPI poll stretch
     ({"msg_size": "64K", "preempt": "rt"}, True),

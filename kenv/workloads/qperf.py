@@ -584,6 +584,7 @@ class QperfPair:
         # the next jump()'s last round trip, if it is a trigger_rts one: (record, per-host plan)
         self._trigger: tuple | None = None
         self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
+        self.trigger_refill_replays = 0        # ... with the refill round trip after it (_refill_after_trigger)
         # a mix timer that fires while its CPU is busy, where the round trip is
         # the steady one with what follows the tick ``delay`` later (_tick_model):
         # replayed as the last round trip of a fast-forward, (endpoint, m,
@@ -952,8 +953,44 @@ class QperfPair:
             else:
                 t_before = t_m - rtt + offs[i] if m else t
             plan.append((ep, i, j, t_trig, t_before, t_m + mix_offs[i]) + start)
-        self._trigger = (rec, plan)
+        self._trigger = (rec, plan, self._refill_after_trigger(t_m, m, rec, wq, js))
         return True
+
+    def _refill_after_trigger(self, t_m: int, m: int, rec: tuple, wq: list, js: tuple) -> tuple | None:
+        """The refill round trip that pays what trigger round trip ``rec`` (from
+        ``t_m``, ``m`` steady ones after the plan's start) leaves owed, if it is
+        known and nothing rare can happen in it: replayed right after it, in
+        the same fast-forward, instead of from a boundary of its own (as
+        _plan_refill would).  No timer due on either CPU before it ends, and none
+        of its interrupts schedules a mix: on a host that mixed in the trigger
+        round trip the count restarts at the mix (the interrupts after it count
+        on), ``last`` is the mix's jiffy; on the other the count goes on."""
+        trtt, _, toffs, mix_offs, _, ends = rec[:6]
+        if ends == NO_REFILLS:
+            return None
+        after = self.refill_rts.get(ends)
+        if after is None:
+            return None
+        rtt, deltas, dirq, offs = self.steady
+        b = t_m + trtt                          # the refill round trip starts here
+        t_end = b + after[0]
+        for (i, ep, j), jm in zip(wq, js):
+            k = ep.k
+            nxt = k.timers.next_expiry(ep.cpu)
+            if nxt is not None and k.tick_time(nxt) <= t_end:
+                return None
+            n = dirq[i]
+            fp = ep.host.random.fast_pool(ep.cpu)
+            if jm is None:
+                count, last = fp.count + (m + 1) * n, fp.last
+            else:
+                # the interrupts of the trigger round trip later than its mix (_sync_jump)
+                shift = toffs[i] - offs[i]
+                count = n - bisect.bisect_right(self._irq_offsets(i), mix_offs[i] - shift)
+                last = k.jiffies_at(t_m + mix_offs[i])
+            if count + n >= ep.host.random.threshold or b + after[3][i] >= k.tick_time(last + k.HZ + 1):
+                return None
+        return after
 
     def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
         """A boundary, clean but for the refills ``owed``, whose next round
@@ -1273,7 +1310,8 @@ class QperfPair:
         trig, self._trigger = self._trigger, None
         tick, self._tick = self._tick, None
         last_rtt = trig[0][0] if trig is not None else rtt + tick[3] if tick is not None else rtt
-        t_resume = t + (k - 1) * rtt + last_rtt
+        after = trig[2] if trig is not None else None
+        t_resume = t + (k - 1) * rtt + last_rtt + (after[0] if after is not None else 0)
         if self.wl.continuous:
             if last_rtt == rtt:
                 self.skipped.append((t, rtt, k))
@@ -1281,8 +1319,11 @@ class QperfPair:
                 if k > 1:
                     self.skipped.append((t, rtt, k - 1))
                 self.skipped.append((t + (k - 1) * rtt, last_rtt, 1))
+            if after is not None:
+                self.skipped.append((t + (k - 1) * rtt + last_rtt, after[0], 1))
         if trig is not None:
             self.trigger_replays += 1
+            self.trigger_refill_replays += after is not None
         if tick is not None:
             self.tick_replays += 1
         counted = {}
@@ -1342,8 +1383,10 @@ class QperfPair:
         counted = self._jump_counted
         self._jumping = None
         refill = rec is not self.steady
+        after = None
         if trig is not None:
-            _, tdeltas, toffs, mix_offs, _, ends, refills, disturbs = trig[0]
+            trtt, tdeltas, toffs, mix_offs, _, ends, refills, disturbs = trig[0]
+            after = trig[2]
         for i, (ep, d, n, off) in enumerate(zip((self.client, self.server), deltas, dirq, offs)):
             if refill:
                 # the refills the replayed round trip paid (_run_cost, _netrx_cost)
@@ -1351,11 +1394,14 @@ class QperfPair:
                 ep.cold_qperf = ep.cold_netrx = False
                 ep.refills += paid
                 ep.disturb += paid
-            last = t + (k - 1) * rtt + (off if trig is None else toffs[i])
+            if after is not None:
+                last = t + (k - 1) * rtt + trtt + after[3][i]   # in the refill round trip after it
+            else:
+                last = t + (k - 1) * rtt + (off if trig is None else toffs[i])
             if tick is not None:
                 last += tick[4][i]    # after the busy tick: later by its delay
             if n:
-                left = k * n - counted.get(ep, 0)
+                left = (k + (after is not None)) * n - counted.get(ep, 0)
                 if left:
                     ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
                 ep.last_irq_t = last
@@ -1377,6 +1423,21 @@ class QperfPair:
                 ep.cold_qperf, ep.cold_netrx = ends[i]
                 ep.refills += refills[i]
                 ep.disturb += disturbs[i] - (mix_offs[i] is not None)
+            if after is not None:
+                # the refill round trip after it: its deltas, and the refills it paid
+                ad = after[1][i]
+                task.vruntime += ad[0]
+                task.sum_exec_runtime += ad[1]
+                task.nvcsw += ad[2]
+                task.nivcsw += ad[3]
+                rq.nr_switches += ad[4]
+                rq.busy_ns += ad[5]
+                rq.min_vruntime += ad[6]
+                paid = ep.cold_qperf + ep.cold_netrx
+                ep.cold_qperf = ep.cold_netrx = False
+                ep.refills += paid
+                ep.disturb += paid
+                ep.msgs_received += 1
             ep.msgs_received += k
         cl = self.client
         crq = cl.k.cpus[cl.cpu]
@@ -1384,7 +1445,7 @@ class QperfPair:
         cl.task.nvcsw -= 1
         crq.nr_switches -= 1
         self._min_vr_after_jump = crq.min_vruntime
-        self.rts += k
+        self.rts += k + (after is not None)
         self.prev = None
         cl.k.wake_up_on_idle(cl.task)
 
