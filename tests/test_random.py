@@ -336,7 +336,8 @@ def _qperf_internals(pair) -> tuple:
 def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
     """RandomMix-v0 under ``env_kwargs`` with the fast-forward (from a process that
     has learned nothing) and with every round trip simulated: both trajectories,
-    the fast one's ``counter`` summed over its pairs, each run's
+    the fast one's ``counter`` summed over its pairs (a tuple of sums for
+    several names separated by spaces), each run's
     _qperf_internals at every round-trip boundary, per (episode, time), and the
     fast run's busy-tick verdicts (QperfPair.tick_rts)."""
     import gymnasium as gym
@@ -363,12 +364,12 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
         out, pairs = _qperf_env_trajectory(env, steps=32, seeds=4, before_episode=lambda: episodes.append(1))
         monkeypatch.setattr(qperf.QperfPair, "boundary", boundary)
         verdicts = [v for learned in qperf._LEARNED.values() for v in learned.get("tick", {}).values()]
-        return out, sum(getattr(p, counter) for p in pairs), states, verdicts
+        return out, tuple(sum(getattr(p, c) for p in pairs) for c in counter.split()), states, verdicts
 
     fast, replays, fast_states, verdicts = run(True)
     exact, none, exact_states, _ = run(False)
-    assert none == 0
-    return fast, exact, replays, fast_states, exact_states, verdicts
+    assert not any(none)
+    return fast, exact, replays if len(replays) > 1 else replays[0], fast_states, exact_states, verdicts
 
 
 @pytest.mark.parametrize("scenario", [{"threshold": 64, "msg_size": "4K"}, {"msg_size": "1024K"}])
@@ -393,34 +394,42 @@ def test_workqueue_mix_round_trip_replayed_exactly(monkeypatch, scenario):
 def test_refill_round_trip_after_a_trigger_replayed_exactly(monkeypatch, scenario):
     """The refill round trip that pays what a workqueue mix's kworker left
     owed is replayed in the same fast-forward as the trigger round trip before
-    it (not from a boundary of its own): the same trajectories, and the same
-    fast pools (the count restarted at the mix), refills and scheduler counters
-    at every boundary the fast-forward reaches, as every round trip simulated."""
-    fast, exact, replays, fast_states, exact_states, _ = _fast_and_exact(
-        monkeypatch, {"actions": ["workqueue", "schedule_work"], "scenario": scenario}, "trigger_refill_replays")
+    it (not from a boundary of its own), and so are the steady round trips
+    after it, up to the next mix: the same trajectories, and the same fast
+    pools (the count restarted at the mix), refills and scheduler counters at
+    every boundary the fast-forward reaches, as every round trip simulated."""
+    fast, exact, (replays, tails), fast_states, exact_states, _ = _fast_and_exact(
+        monkeypatch, {"actions": ["workqueue", "schedule_work"], "scenario": scenario},
+        "trigger_refill_replays tail_rts")
     assert replays >= 10, replays
+    assert tails >= 10 * replays, tails
     assert fast == exact
     for key, state in fast_states.items():
         assert exact_states[key] == state, key
 
 
-@pytest.mark.parametrize("scenario,polls", [
-    ({"msg_size": "4K"}, False),                      # one interrupt per message: no NAPI poll stretch
-    ({"msg_size": "64K", "preempt": "rt"}, True),
-    ({"msg_size": "1024K"}, True),
-    ({"msg_size": "1024K", "threshold": 64}, False),  # a mix every round trip: no clean one to check a poll on
+@pytest.mark.parametrize("scenario,polls,tails", [
+    ({"msg_size": "4K"}, False, True),                # one interrupt per message: no NAPI poll stretch
+    ({"msg_size": "64K", "preempt": "rt"}, True, True),
+    ({"msg_size": "1024K"}, True, True),
+    # a mix every round trip: no clean one to check a poll on, no steady one after a tick's
+    ({"msg_size": "1024K", "threshold": 64}, False, False),
 ])
-def test_mix_timer_on_a_busy_cpu_replayed_exactly(monkeypatch, scenario, polls):
+def test_mix_timer_on_a_busy_cpu_replayed_exactly(monkeypatch, scenario, polls, tails):
     """A timer-deferred mix whose TIMER softirq steals from qperf's run, or
     from the NAPI poll of a message's first batches, is replayed as the steady
-    round trip with what follows the tick later by the model's delay: the same
+    round trip with what follows the tick later by the model's delay, and the
+    steady round trips after it up to the next mix in the same fast-forward
+    (unless every round trip mixes): the same
     trajectories, and the same fast pools, refills and scheduler counters at
     every boundary, as every round trip simulated; and no poll stretch checked
     in detail contradicted the model (64K: the poll ends after the message's
     last interrupt arrives, the full cost; 1024K: 660 ns before, none of it)."""
-    fast, exact, replays, fast_states, exact_states, verdicts = _fast_and_exact(
-        monkeypatch, {"actions": ["timer"], "scenario": scenario}, "tick_replays")
+    fast, exact, (replays, taken), fast_states, exact_states, verdicts = _fast_and_exact(
+        monkeypatch, {"actions": ["timer"], "scenario": scenario}, "tick_replays tail_rts")
     assert replays >= 5, replays
+    # the steady round trips after the tick's, taken on in the same fast-forward
+    assert (taken >= replays) if tails else taken == 0, taken
     assert fast == exact
     assert False not in verdicts
     assert (True in verdicts) == polls

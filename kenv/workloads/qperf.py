@@ -583,8 +583,11 @@ class QperfPair:
         self._trigger_measuring: tuple | None = None
         # the next jump()'s last round trip, if it is a trigger_rts one: (record, per-host plan)
         self._trigger: tuple | None = None
+        # steady round trips the next jump() takes on after its last rare one (_steady_tail)
+        self._tail = 0
         self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
         self.trigger_refill_replays = 0        # ... with the refill round trip after it (_refill_after_trigger)
+        self.tail_rts = 0                      # steady round trips taken on after a rare one (_steady_tail)
         # a mix timer that fires while its CPU is busy, where the round trip is
         # the steady one with what follows the tick ``delay`` later (_tick_model):
         # replayed as the last round trip of a fast-forward, (endpoint, m,
@@ -779,7 +782,9 @@ class QperfPair:
     def _plan_jump(self, t: int) -> int:
         self._record = rtt, deltas, dirq, offs = self.steady
         self._trigger = self._tick = self._tick_candidate = None
+        self._tail = 0
         self._idle_ticks = []
+        self._mix_in = {}     # host index -> the tick of its mix timer inside this plan
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
         k = k_end = min(-(-(self.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         self._triggers = []
@@ -846,7 +851,31 @@ class QperfPair:
                 # the tick in it would move with it: stop before it instead
                 self._tick = None
                 k = min(k, m)
+            else:
+                self._tail = self._tail_after_tick(t, k, self._tick[3])
         return max(0, k)
+
+    def _tail_after_tick(self, t: int, k: int, delay: int) -> int:
+        """_steady_tail after a busy tick's round trip, the last of the ``k``
+        planned from ``t`` (``delay`` longer): on each host the count restarted
+        at its mix in the plan (that tick's, or one while its CPU was idle,
+        _mix_in) or goes on; none if a host still has a mix to come."""
+        rtt, deltas, dirq, offs = self.steady
+        pools = []
+        for h, ep in enumerate((self.client, self.server)):
+            fp = ep.host.random.fast_pool(ep.cpu)
+            n = dirq[h]
+            x = self._mix_in.get(h)
+            if x is not None:
+                # the interrupts after the mix in its round trip, and all of those after it
+                mh, oh = divmod(x - t, rtt)
+                count = n - bisect.bisect_right(self._irq_offsets(h), oh) + (k - 1 - mh) * n
+                pools.append((count, ep.k.jiffies_at(x)))
+            elif fp.count & MIX_INFLIGHT or any(e is ep and j < k * n for e, j, _, _ in self._triggers):
+                return 0
+            else:
+                pools.append((fp.count + k * n, fp.last))
+        return self._steady_tail(t + k * rtt + delay, pools)
 
     # ----------------------------------------- the round trip of a workqueue mix
     def _kworker(self, ep: "QperfEndpoint") -> Task:
@@ -956,6 +985,21 @@ class QperfPair:
         self._trigger = (rec, plan, self._refill_after_trigger(t_m, m, rec, wq, js))
         return True
 
+    def _steady_tail(self, b: int, pools: list) -> int:
+        """How many steady round trips from ``b`` -- a clean boundary inside a
+        plan, after its last rare event, each host's fast pool then at ``pools``
+        (count, last) with no mix in flight -- the same fast-forward takes on
+        (``_tail``): all of them up to the one whose interrupts would schedule a
+        mix by the count or the HZ rule, as _plan_jump would from that boundary."""
+        rtt, deltas, dirq, offs = self.steady
+        tail = min(-(-(self.t_end - b) // rtt), MAX_JUMP_ROUND_TRIPS)
+        for ep, n, off, (count, last) in zip((self.client, self.server), dirq, offs, pools):
+            if n > 0:
+                tail = min(tail, (ep.host.random.threshold - 1 - count) // n)
+                x = ep.k.tick_time(last + ep.k.HZ + 1) - b - off
+                tail = min(tail, -(-x // rtt))
+        return max(0, tail)
+
     def _refill_after_trigger(self, t_m: int, m: int, rec: tuple, wq: list, js: tuple) -> tuple | None:
         """The refill round trip that pays what trigger round trip ``rec`` (from
         ``t_m``, ``m`` steady ones after the plan's start) leaves owed, if it is
@@ -974,6 +1018,7 @@ class QperfPair:
         rtt, deltas, dirq, offs = self.steady
         b = t_m + trtt                          # the refill round trip starts here
         t_end = b + after[0]
+        pools = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
             nxt = k.timers.next_expiry(ep.cpu)
@@ -990,6 +1035,9 @@ class QperfPair:
                 last = k.jiffies_at(t_m + mix_offs[i])
             if count + n >= ep.host.random.threshold or b + after[3][i] >= k.tick_time(last + k.HZ + 1):
                 return None
+            pools.append((count + n, last))
+        # after it the state is clean: steady round trips follow, in the same fast-forward
+        self._tail = self._steady_tail(t_end, pools)
         return after
 
     def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
@@ -1104,6 +1152,16 @@ class QperfPair:
                     return 0
         self._record = rec
         self._triggers = []
+        # after it the state is clean: steady round trips follow, in the same fast-forward
+        pools = []
+        for ep, n in zip((self.client, self.server), dirq):
+            fp = ep.host.random.fast_pool(ep.cpu)
+            ev = getattr(fp.mix, "_event", None)
+            if fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
+                break
+            pools.append((fp.count + n, fp.last))
+        else:
+            self._tail = self._steady_tail(t + rtt, pools)
         return 1
 
     def _end_refill_measure(self, t: int, clean: bool) -> None:
@@ -1147,11 +1205,13 @@ class QperfPair:
                 key, delay, shifts = model
                 if key is None or self.tick_rts.get(key):
                     self._tick = (i, m, o, delay, shifts)   # the last round trip, ``delay`` longer
+                    self._mix_in[i] = tick
                     return m + 1
                 if m == 0 and key not in self.tick_rts:
                     self._tick_candidate = (key, i, o, delay, shifts)
             return min(k, m)
         self._idle_ticks.append(tick)
+        self._mix_in[i] = tick
         # after the mix: count restarts; no new trigger before the fast-forward ends
         n = dirq[i]
         rnd = ep.host.random
@@ -1309,9 +1369,11 @@ class QperfPair:
         engine = self.client.k.engine
         trig, self._trigger = self._trigger, None
         tick, self._tick = self._tick, None
+        tail, self._tail = self._tail, 0
         last_rtt = trig[0][0] if trig is not None else rtt + tick[3] if tick is not None else rtt
         after = trig[2] if trig is not None else None
-        t_resume = t + (k - 1) * rtt + last_rtt + (after[0] if after is not None else 0)
+        t_tail = t + (k - 1) * rtt + last_rtt + (after[0] if after is not None else 0)
+        t_resume = t_tail + tail * self.steady[0]
         if self.wl.continuous:
             if last_rtt == rtt:
                 self.skipped.append((t, rtt, k))
@@ -1321,11 +1383,14 @@ class QperfPair:
                 self.skipped.append((t + (k - 1) * rtt, last_rtt, 1))
             if after is not None:
                 self.skipped.append((t + (k - 1) * rtt + last_rtt, after[0], 1))
+            if tail:
+                self.skipped.append((t_tail, self.steady[0], tail))
         if trig is not None:
             self.trigger_replays += 1
             self.trigger_refill_replays += after is not None
         if tick is not None:
             self.tick_replays += 1
+        self.tail_rts += tail
         counted = {}
         for ep, j, t_trig, t_before in self._triggers:
             if j < k * rec[2][0 if ep is self.client else 1]:   # inside this jump
@@ -1339,7 +1404,8 @@ class QperfPair:
                 counted[ep] = j + 1
         self._jump_counted = counted
         self._jumping = (t, k, rec, trig)
-        engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, k, t, rec, trig, tick)
+        engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, k, t, rec, trig, tick,
+                  tail)
         self.jumps += 1
         rec = self.client.k.engine.recorder
         if rec is not None:
@@ -1378,15 +1444,27 @@ class QperfPair:
         rnd = ep.host.random
         rnd.mix_interrupt_randomness(rnd.fast_pool(ep.cpu), "kworker")
 
-    def _jump_end(self, k: int, t: int, rec: tuple, trig: tuple | None = None, tick: tuple | None = None) -> None:
+    def _jump_end(self, k: int, t: int, rec: tuple, trig: tuple | None = None, tick: tuple | None = None,
+                  tail: int = 0) -> None:
+        """The end of a fast-forward from ``t``: what its round trips left, on
+        both hosts -- ``k`` of ``rec`` (the last one the trigger round trip of
+        ``trig``, or the steady one with the busy ``tick``), the refill round
+        trip after a trigger one (``trig[2]``), then ``tail`` steady ones --
+        and qperf woken where the last of them ends."""
         rtt, deltas, dirq, offs = rec
         counted = self._jump_counted
         self._jumping = None
         refill = rec is not self.steady
         after = None
+        t_last = t + (k - 1) * rtt               # the last of the k starts here
         if trig is not None:
             trtt, tdeltas, toffs, mix_offs, _, ends, refills, disturbs = trig[0]
             after = trig[2]
+            t_tail = t_last + trtt + (after[0] if after is not None else 0)
+        else:
+            t_tail = t_last + rtt + (tick[3] if tick is not None else 0)
+        rts = k + (after is not None) + tail
+        srtt, sdeltas, _, soffs = self.steady     # the tail's
         for i, (ep, d, n, off) in enumerate(zip((self.client, self.server), deltas, dirq, offs)):
             if refill:
                 # the refills the replayed round trip paid (_run_cost, _netrx_cost)
@@ -1394,29 +1472,34 @@ class QperfPair:
                 ep.cold_qperf = ep.cold_netrx = False
                 ep.refills += paid
                 ep.disturb += paid
-            if after is not None:
-                last = t + (k - 1) * rtt + trtt + after[3][i]   # in the refill round trip after it
+            if tail:
+                last = t_tail + (tail - 1) * srtt + soffs[i]   # in the last steady one after it
+            elif after is not None:
+                last = t_last + trtt + after[3][i]              # in the refill round trip after it
+            elif trig is not None:
+                last = t_last + toffs[i]
             else:
-                last = t + (k - 1) * rtt + (off if trig is None else toffs[i])
-            if tick is not None:
-                last += tick[4][i]    # after the busy tick: later by its delay
+                last = t_last + off
+                if tick is not None:
+                    last += tick[4][i]    # after the busy tick: later by its delay
             if n:
-                left = (k + (after is not None)) * n - counted.get(ep, 0)
+                left = rts * n - counted.get(ep, 0)
                 if left:
                     ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
                 ep.last_irq_t = last
             task = ep.task
             rq = ep.k.cpus[ep.cpu]
-            # k - 1 round trips of the record, then the last one: the record's
-            # again, or the trigger round trip's
+            # k - 1 round trips of the record, then the last of the k: the
+            # record's again, or the trigger round trip's; and the tail's
             td = d if trig is None else tdeltas[i]
-            task.vruntime += (k - 1) * d[0] + td[0]
-            task.sum_exec_runtime += (k - 1) * d[1] + td[1]
-            task.nvcsw += (k - 1) * d[2] + td[2]
-            task.nivcsw += (k - 1) * d[3] + td[3]
-            rq.nr_switches += (k - 1) * d[4] + td[4]
-            rq.busy_ns += (k - 1) * d[5] + td[5]
-            rq.min_vruntime += (k - 1) * d[6] + td[6]
+            sd = sdeltas[i]
+            task.vruntime += (k - 1) * d[0] + td[0] + tail * sd[0]
+            task.sum_exec_runtime += (k - 1) * d[1] + td[1] + tail * sd[1]
+            task.nvcsw += (k - 1) * d[2] + td[2] + tail * sd[2]
+            task.nivcsw += (k - 1) * d[3] + td[3] + tail * sd[3]
+            rq.nr_switches += (k - 1) * d[4] + td[4] + tail * sd[4]
+            rq.busy_ns += (k - 1) * d[5] + td[5] + tail * sd[5]
+            rq.min_vruntime += (k - 1) * d[6] + td[6] + tail * sd[6]
             if trig is not None:
                 # what the trigger round trip paid and left owed (its mix's own
                 # hook set both refills and counted itself)
@@ -1437,15 +1520,14 @@ class QperfPair:
                 ep.cold_qperf = ep.cold_netrx = False
                 ep.refills += paid
                 ep.disturb += paid
-                ep.msgs_received += 1
-            ep.msgs_received += k
+            ep.msgs_received += rts
         cl = self.client
         crq = cl.k.cpus[cl.cpu]
         # the jump's own BLOCK and switch-in are not round trips
         cl.task.nvcsw -= 1
         crq.nr_switches -= 1
         self._min_vr_after_jump = crq.min_vruntime
-        self.rts += k + (after is not None)
+        self.rts += rts
         self.prev = None
         cl.k.wake_up_on_idle(cl.task)
 
