@@ -42,6 +42,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .jiffies import check_hz, initial_jiffies, tick_nsec
+from .timer import TimerWheel
 
 PREEMPT_MODELS = ("none", "voluntary", "full", "rt")
 
@@ -298,8 +299,6 @@ class Kernel:
     def __init__(self, engine: Engine, *, nr_cpus: int, hz: int, preempt: str,
                  costs: SchedCosts, rng: np.random.Generator | None = None,
                  rcu_cpu_stall_timeout: int = 21, name: str = "kenv"):
-        from .timer import TimerWheel
-
         if nr_cpus < 1:
             raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
         self.engine = engine
