@@ -161,7 +161,8 @@ class KenvEnv(gym.Env):
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self._replay = (copy.deepcopy(self.np_random.bit_generator.state), copy.deepcopy(options))
+        # (the state property builds a new dict: nothing else holds it)
+        self._replay = (self.np_random.bit_generator.state, copy.deepcopy(options))
         self._taken = []
         return self._start(options)
 
