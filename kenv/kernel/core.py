@@ -478,7 +478,8 @@ class Kernel:
         the CPU is idle with nothing queued, nothing traces or watches it, and
         no event comes before the kick: try_to_wake_up(), the kick and
         __schedule() applied at once, with the state the three leave -- only
-        the task's switch-in goes through the engine.  Otherwise plain
+        the task's switch-in goes through the engine, and runs right here if
+        it is the engine's next event (Engine.advance).  Otherwise plain
         wake_up_process()."""
         engine = self.engine
         rq = self.cpus[p.cpu]
@@ -510,7 +511,10 @@ class Kernel:
         p.state = TASK_RUNNING
         start = t_kick + self.costs.context_switch_ns
         p._switched_in = start
-        engine.at(start, self._continue, p)
+        if engine.advance(start):     # the switch-in is the next event: run it here
+            self._continue(p)
+        else:
+            engine.at(start, self._continue, p)
 
     def select_task_rq(self, p: Task) -> int:
         """Pick the CPU for a waking task: its own if pinned or idle, else an idle allowed CPU."""
