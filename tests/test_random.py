@@ -291,6 +291,8 @@ def _qperf_env_trajectory(env, *, steps: int, seeds: int = 3, before_episode=Non
     ("kenv/RandomMix-v0", {}),
     ("kenv/RandomMix-v0", {"scenario": {"threshold": 64, "msg_size": "64K"}}),
     ("kenv/RandomMix-v0", {"actions": ["workqueue", "timer", "schedule_work", "hardirq"]}),
+    # a timer mix scheduled before a step's end fires after it, under the next step's deferral
+    ("kenv/RandomMix-v0", {"actions": ["timer", "workqueue"], "scenario": {"hz": 250}}),
     ("kenv/Kernel-v0", {}),
 ])
 def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kwargs):

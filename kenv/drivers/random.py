@@ -285,6 +285,28 @@ class IrqRandomness:
         if not isinstance(fp.mix, work_struct):
             self._init_mix(fp)  # the strategy changed since this pool's last mix (_schedule_mix)
 
+    def add_interrupt_randomness_timer(self, cpu: int, jiffies: int) -> timer_list:
+        """add_interrupt_randomness() at ``jiffies`` for the interrupt that
+        schedules a timer mix, when a fast-forward (kenv.workloads.qperf) runs
+        the timer's expiry in the same event: the count, MIX_INFLIGHT and the
+        timer as add_interrupt_randomness() and _schedule_mix() leave them
+        (``expires = jiffies``), but not queued -- the caller expires it at
+        its tick (TimerWheel.expire_now), nothing looking at it in between.
+        Raises if this interrupt would not schedule a timer mix."""
+        fp = self.fast_pool(cpu)
+        fp.irqs += 1
+        fp.count = (fp.count + 1) & U32_MAX
+        if self.deferral != "timer" or fp.count & MIX_INFLIGHT or not self._trigger_due(fp, fp.count, jiffies):
+            raise RuntimeError("add_interrupt_randomness_timer: this interrupt schedules no timer mix")
+        fp.count |= MIX_INFLIGHT
+        fp.scheduled += 1
+        if not isinstance(fp.mix, timer_list):
+            self._init_mix(fp)  # the strategy changed since this pool's last mix (_schedule_mix)
+        if timer_pending(fp.mix):  # pragma: no cover - MIX_INFLIGHT was clear: its last mix ran
+            raise RuntimeError("add_interrupt_randomness_timer: the mix timer is pending")
+        fp.mix.expires = jiffies
+        return fp.mix
+
     def add_interrupt_randomness_many(self, cpu: int, n: int, t_last: int | None = None) -> None:
         """``n`` interrupts on ``cpu``, none of which triggers a mix.
 

@@ -583,6 +583,7 @@ class QperfPair:
         self._trigger_measuring: tuple | None = None
         # the next jump()'s last round trip, if it is a trigger_rts one: (record, per-host plan)
         self._trigger: tuple | None = None
+        self._mix_in: dict[int, int] = {}     # host index -> the tick of its mix timer in the plan
         # steady round trips the next jump() takes on after its last rare one (_steady_tail)
         self._tail = 0
         self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
@@ -1350,6 +1351,18 @@ class QperfPair:
             ep.host.random.add_interrupt_randomness_many(ep.cpu, total - counted, last)
             self._jump_counted[ep] = total
 
+    def _jump_timer_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, bucket: int) -> None:
+        """The interrupt that schedules a timer mix inside a fast-forward and
+        that timer's expiry at its tick (the plan has it fire there, on an idle
+        CPU or as the busy tick, _mix_in): one event at the tick for the two,
+        as nothing looks at the pool or the timer in between -- the ``before``
+        interrupts since the fast-forward began (the last at ``t_prev``), the
+        trigger at its jiffy (``bucket - 1``), the expiry."""
+        rnd = ep.host.random
+        if before:
+            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
+        ep.k.timers.expire_now(rnd.add_interrupt_randomness_timer(ep.cpu, bucket - 1), ep.cpu, bucket)
+
     def _jump_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
         """The interrupt that schedules a mix, inside a fast-forward: count the
         ``before`` interrupts since it began (the last at ``t_prev``), then it."""
@@ -1393,9 +1406,19 @@ class QperfPair:
         self.tail_rts += tail
         counted = {}
         for ep, j, t_trig, t_before in self._triggers:
-            if j < k * rec[2][0 if ep is self.client else 1]:   # inside this jump
-                # interrupts 0 .. j-1 are counted there, j is the trigger itself
-                engine.at(t_trig, self._jump_trigger, ep, j, t_before)
+            i = 0 if ep is self.client else 1
+            if j < k * rec[2][i]:   # inside this jump
+                # interrupts 0 .. j-1 are counted there, j is the trigger itself;
+                # a timer mix fires at the next tick (expires = jiffies), in the
+                # same event when it fires inside this jump and this slice (the
+                # deferral may change after it)
+                bucket = ep.k.jiffies_at(t_trig) + 1
+                t_mix = ep.k.tick_time(bucket)
+                if (self._mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
+                        and (engine.until is None or t_mix <= engine.until)):
+                    engine.at(t_mix, self._jump_timer_mix, ep, j, t_before, bucket)
+                else:
+                    engine.at(t_trig, self._jump_trigger, ep, j, t_before)
                 counted[ep] = j + 1
         if trig is not None:
             for ep, i, j, t_trig, t_before, t_mix, w, floor in trig[1]:
