@@ -248,3 +248,44 @@ def test_reading_wait_cycles_cut_by_another_task(monkeypatch, start, run_us):
     if ff.inexact == 0:
         assert fast == exact
     assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+
+
+START_NS = 250_000_000
+
+
+def _run_steps(ff, *, bs, step_us, steps, waits, monkeypatch):
+    """As _run, but after START_NS, ``steps`` declared steps of ``step_us``
+    each, the wait of step i being ``waits[i % len(waits)]``: what each step
+    end shows."""
+    monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
+    k = Kernel(Engine(), nr_cpus=1, hz=1000, preempt="none", costs=COSTS)
+    params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
+                           copy_chunk_ns=900, silent_until_ns=None)
+    hw = HwrngSubsystem(k, InputPool(k), params, smp_cache_bytes=64, bs=bs, reader_cpus=(0,),
+                        kthread_cpus=(0,), logs=True)
+    hw.begin_step(parse_wait(waits[0]), START_NS)   # past the pool's filling (the kthread asleep)
+    k.run(until=START_NS)
+    hw.end_step()
+    ends = []
+    for i in range(steps):
+        until = k.now + step_us * NSEC_PER_USEC
+        hw.begin_step(parse_wait(waits[i % len(waits)]), until)
+        k.run(until=until)
+        hw.end_step()
+        ends.append(_observe(k, hw))
+    return ends, hw.core.rng.ff
+
+
+@pytest.mark.parametrize("bs,waits", [(16, ["cpu_relax"]), (64, ["cpu_relax"]),
+                                      (16, ["cpu_relax", "cpu_relax", "hwrng_yield"])])
+def test_words_of_a_read_across_step_ends_skipped_exactly(monkeypatch, bs, waits):
+    """Steps that end by time inside a read(2): the read's words up to the step's
+    end and from the next step's start are spun through at once (skip_words),
+    only the word each step ends in read in detail; every step end shows what
+    the detailed simulation shows there."""
+    kw = dict(bs=bs, step_us=7_313, steps=30, waits=waits, monkeypatch=monkeypatch)
+    fast, ff = _run_steps(True, **kw)
+    exact, _ = _run_steps(False, **kw)
+    assert ff.words_skipped > 30 and ff.inexact == 0
+    for i, (a, b) in enumerate(zip(fast, exact)):
+        assert a == b, f"step {i} differs"

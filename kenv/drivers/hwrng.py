@@ -563,7 +563,10 @@ def rng_dev_read(task: Task, core: HwrngCore, size: int, nonblock: bool = False)
     k = task.k
     lock = core.reading_mutex
     call = core.reading[task] = ReadCall(size)   # size, ret
+    ff = core.rng.ff
     while call.size > 0:
+        if ff is not None and not core.data_avail and (yield from ff.skip_words(task, core, call)):
+            continue   # (simulator: words spun through at once, kenv.drivers.hwrng_ff)
         yield from mutex_lock(task, lock)
         if not core.data_avail:
             bytes_read = yield from rng_get_data(task, core, core.buffer_size, not nonblock)

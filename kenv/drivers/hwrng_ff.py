@@ -65,7 +65,12 @@ else on the reader's CPU, ``reading_mutex`` free and the ``hwrng`` kthread
 asleep on a timer, whose expiry bounds the skip); an interrupt inside a spin
 only takes spin time, as it does in detail; anything else cuts the skip short,
 approximately (the words of a partial read go to ``rng_buffer``), and counts
-as :attr:`HwrngFastForward.inexact`.
+as :attr:`HwrngFastForward.inexact`.  :meth:`HwrngFastForward.skip_words` does
+the same for the words of the read in progress, from the top of
+``rng_dev_read()``'s loop (whose locals are in :class:`~kenv.drivers.hwrng.ReadCall`):
+when steps end by time, the read a step ends in is spun through up to its
+word at the step's end, and the rest of it at once in the next step, instead
+of word by word.
 
 The equivalence with the detailed simulation is a test (same trajectories
 with :data:`kenv.drivers.hwrng.FAST_FORWARD` on and off).
@@ -131,6 +136,7 @@ class HwrngFastForward:
         self.jumps = 0
         self.polls_skipped = 0
         self.reads_skipped = 0
+        self.words_skipped = 0
         #: disturbances the fast-forward could not follow exactly (inside a
         #: skipped cycle's awake window, or anything else during skipped reads)
         self.inexact = 0
@@ -345,6 +351,22 @@ class HwrngFastForward:
             return 0
         return (yield from _SpinReads(self, task, core, size, *plan).run())
 
+    def skip_words(self, task: Task, core: "HwrngCore", call: "ReadCall") -> TaskBody:
+        """Called by rng_dev_read() at the top of its loop, ``rng_buffer``
+        empty: spin through the next words of the read in progress as
+        skip_reads does whole reads -- one word per turn of the loop, landing,
+        RNG_STATUS, RNG_DATA, copy -- up to the step's end, so that only the
+        word the step ends in is read in detail; returns how many (0: none).
+        Not when steps end at a read's completion (:attr:`HwrngCore.read_budget`):
+        the next read starts in the same event, and its words after the first
+        wait the next step's way."""
+        if call.size < 4 or call.size % 4 or core.read_budget is not None:
+            return 0
+        plan = self._plan_reads(task, core, 4, call.size // 4)
+        if plan is None:
+            return 0
+        return (yield from _SpinReads(self, task, core, 4, *plan, call=call).run())
+
     def _plan_reads(self, task: Task, core: "HwrngCore", size: int, max_reads: int | None):
         rng = self.rng
         k = task.k
@@ -475,8 +497,10 @@ class _SpinReads:
     """``q`` whole reads of ``w = size / 4`` words each, spun through as one interval."""
 
     def __init__(self, ff: HwrngFastForward, task: Task, core: "HwrngCore", size: int, q: int,
-                 n_first: int, r: int, c: int, cap: int | None):
+                 n_first: int, r: int, c: int, cap: int | None, call: "ReadCall | None" = None):
         self.ff, self.task, self.core, self.size = ff, task, core, size
+        #: the read in progress whose words these are (skip_words: ``size`` 4), or None: whole reads
+        self.call = call
         self.k = task.k
         self.rng = core.rng
         self.t0 = self.k.now
@@ -525,11 +549,17 @@ class _SpinReads:
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + max(0, spin)
         rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + capped + (self.cut_at is not None)
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + done * self.size
-        core.reads[comm] = core.reads.get(comm, 0) + done
-        core.read_bytes[comm] = core.read_bytes.get(comm, 0) + done * self.size
+        call = self.call
+        if call is None:
+            core.reads[comm] = core.reads.get(comm, 0) + done
+            core.read_bytes[comm] = core.read_bytes.get(comm, 0) + done * self.size
+            self.ff.reads_skipped += done
+        else:
+            call.size -= 4 * done
+            call.ret += 4 * done
+            self.ff.words_skipped += done
         core.data_avail = 4 * (nw - done * self.w)   # a cut: a partial read's words wait in rng_buffer
         mutex_unlock(task, lock)
-        self.ff.reads_skipped += done
         return done
 
     def _spin_until(self, t: int, nw: int) -> int:
