@@ -264,21 +264,22 @@ class IrqRandomness:
         self._schedule_mix(fp)
         return True
 
-    def add_interrupt_randomness_queued(self, cpu: int) -> None:
-        """add_interrupt_randomness() for the interrupt that schedules a
-        workqueue mix, when a fast-forward (kenv.workloads.qperf) replays the
-        kworker's run: the count, MIX_INFLIGHT and the work as
-        add_interrupt_randomness() and queue_work_on() leave them, but no
-        kworker is woken; the fast-forward calls mix_interrupt_randomness()
-        where that kworker would have.  (``work.pending`` and the worklist are
-        left alone: the kworker's run that the fast-forward replays clears them
-        before anything could look.)  Raises if this interrupt would not
-        schedule a mix, rather than silently dropping one."""
+    def add_interrupt_randomness_queued(self, cpu: int, jiffies: int | None = None) -> None:
+        """add_interrupt_randomness() (at ``jiffies``, default now) for the
+        interrupt that schedules a workqueue mix, when a fast-forward
+        (kenv.workloads.qperf) replays the kworker's run: the count,
+        MIX_INFLIGHT and the work as add_interrupt_randomness() and
+        queue_work_on() leave them, but no kworker is woken; the fast-forward
+        calls mix_interrupt_randomness() where that kworker would have.
+        (``work.pending`` and the worklist are left alone: the kworker's run
+        that the fast-forward replays clears them before anything could look.)
+        Raises if this interrupt would not schedule a mix, rather than silently
+        dropping one."""
         fp = self.fast_pool(cpu)
         fp.irqs += 1
         fp.count = (fp.count + 1) & U32_MAX
         if self.deferral not in ("workqueue", "schedule_work") or fp.count & MIX_INFLIGHT \
-                or not self._trigger_due(fp, fp.count, self.k.jiffies):
+                or not self._trigger_due(fp, fp.count, self.k.jiffies if jiffies is None else jiffies):
             raise RuntimeError("add_interrupt_randomness_queued: this interrupt schedules no workqueue mix")
         fp.count |= MIX_INFLIGHT
         fp.scheduled += 1

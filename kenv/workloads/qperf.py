@@ -1421,9 +1421,14 @@ class QperfPair:
                     engine.at(t_trig, self._jump_trigger, ep, j, t_before)
                 counted[ep] = j + 1
         if trig is not None:
+            until = engine.until
             for ep, i, j, t_trig, t_before, t_mix, w, floor in trig[1]:
-                engine.at(t_trig, self._jump_wq_trigger, ep, j, t_before)
-                engine.at(t_mix, self._jump_kworker, ep, trig[0][4][i], w, floor, t_trig)
+                if until is None or t_mix <= until:
+                    # one event for both, nothing looking at the pool in between
+                    engine.at(t_mix, self._jump_wq_mix, ep, j, t_before, t_trig, trig[0][4][i], w, floor)
+                else:
+                    engine.at(t_trig, self._jump_wq_trigger, ep, j, t_before)
+                    engine.at(t_mix, self._jump_kworker, ep, trig[0][4][i], w, floor, t_trig)
                 counted[ep] = j + 1
         self._jump_counted = counted
         self._jumping = (t, k, rec, trig)
@@ -1453,6 +1458,17 @@ class QperfPair:
         if before:
             rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
         rnd.add_interrupt_randomness_queued(ep.cpu)
+
+    def _jump_wq_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, t_trig: int, kw: tuple, w: Task,
+                     floor: int) -> None:
+        """_jump_wq_trigger (as at ``t_trig``) and _jump_kworker in one event
+        at the kworker's mix, when both fall inside the slice (the deferral
+        cannot change in between) and nothing looks at the pool in between."""
+        rnd = ep.host.random
+        if before:
+            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
+        rnd.add_interrupt_randomness_queued(ep.cpu, ep.k.jiffies_at(t_trig))
+        self._jump_kworker(ep, kw, w, floor, t_trig)
 
     def _jump_kworker(self, ep: "QperfEndpoint", kw: tuple, w: Task, floor: int, t_woken: int) -> None:
         """Where the kworker of a trigger round trip ran its work: its CPU
