@@ -422,16 +422,18 @@ def test_mix_timer_on_a_busy_cpu_replayed_exactly(monkeypatch, scenario, polls, 
     from the NAPI poll of a message's first batches, is replayed as the steady
     round trip with what follows the tick later by the model's delay, and the
     steady round trips after it up to the next mix in the same fast-forward
-    (unless every round trip mixes): the same
+    (unless every round trip mixes; the softirq may then end near its round
+    trip's end, here or on the other host's idle CPU): the same
     trajectories, and the same fast pools, refills and scheduler counters at
     every boundary, as every round trip simulated; and no poll stretch checked
     in detail contradicted the model (64K: the poll ends after the message's
     last interrupt arrives, the full cost; 1024K: 660 ns before, none of it)."""
-    fast, exact, (replays, taken), fast_states, exact_states, verdicts = _fast_and_exact(
-        monkeypatch, {"actions": ["timer"], "scenario": scenario}, "tick_replays tail_rts")
+    fast, exact, (replays, taken, near_end), fast_states, exact_states, verdicts = _fast_and_exact(
+        monkeypatch, {"actions": ["timer"], "scenario": scenario}, "tick_replays tail_rts near_end_plans")
     assert replays >= 5, replays
-    # the steady round trips after the tick's, taken on in the same fast-forward
-    assert (taken >= replays) if tails else taken == 0, taken
+    # the steady round trips after the tick's, taken on in the same fast-forward; with
+    # them, a softirq may also end near the end of its round trip (_plan_jump)
+    assert (taken >= replays and near_end > 0) if tails else taken == near_end == 0, (taken, near_end)
     assert fast == exact
     assert False not in verdicts
     assert (True in verdicts) == polls

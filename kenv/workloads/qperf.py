@@ -594,8 +594,12 @@ class QperfPair:
         # replayed as the last round trip of a fast-forward, (endpoint, m,
         # offset, delay, shift of each endpoint's last interrupt)
         self._tick: tuple | None = None
+        # _plan_jump: may a mix timer's softirq end near a round trip's end (and did one)
+        self._near_end_ok = False
+        self._near_end = False
         self._idle_ticks: list[int] = []               # mix timers a plan takes in while their CPU is idle
         self.tick_replays = 0                          # busy ticks replayed (statistics, tests)
+        self.near_end_plans = 0                        # ... with a softirq near its round trip's end (_plan_jump)
         # the NAPI-poll case of _tick_model, checked in detail once per stretch
         # (endpoint, its index) before it is replayed: True, or False if refuted
         self.tick_rts: dict[tuple, bool] = {}
@@ -750,8 +754,6 @@ class QperfPair:
         rtt = self.steady[0]
         costs = self.client.k.costs
         end = t + m * rtt + o + d
-        if end >= t + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
-            return False    # the fast-forward's own wakeup at its end
         stretches = self.busy[i]
         for shift in (0, rtt):      # this round trip, and the next one if it spills over
             lo, hi = o - shift, o + d - shift
@@ -760,6 +762,19 @@ class QperfPair:
             for a, b in stretches:
                 if a <= hi and b >= lo:
                     return False
+        # the fast-forward's own wakeup at its end
+        return self._near_end_check(end >= t + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
+
+    def _near_end_check(self, near: bool) -> bool:
+        """A mix timer's softirq that the plan takes in: is it clear of the
+        fast-forward's own wakeup?  One that ``near`` its round trip's end is,
+        if steady round trips follow in the same fast-forward; _plan_jump
+        notes it (``_near_end``) and checks that they do."""
+        if not near:
+            return True
+        if not self._near_end_ok:
+            return False
+        self._near_end = True
         return True
 
     def _irq_offsets(self, i: int) -> list[int] | None:
@@ -781,6 +796,25 @@ class QperfPair:
         return [off_last - (at[-1] - a) for a in at]
 
     def _plan_jump(self, t: int) -> int:
+        """How many round trips from the clean boundary ``t`` to skip (0: the
+        next one in detail), and what the jump needs (_trigger, _tick,
+        _triggers, _tail).  A mix timer's softirq near the end of the round
+        trip it falls in could meet the fast-forward's own wakeup if that round
+        trip were its last: it is taken in when steady round trips follow it
+        in the same fast-forward (a busy tick's tail); else the plan is made
+        again without it."""
+        self._near_end_ok, self._near_end = True, False
+        k = self._plan(t)
+        if self._near_end:
+            if self._tick is not None and self._tail:
+                self.near_end_plans += 1
+            else:
+                self._near_end_ok = False
+                k = self._plan(t)
+        self._near_end_ok = False
+        return k
+
+    def _plan(self, t: int) -> int:
         self._record = rtt, deltas, dirq, offs = self.steady
         self._trigger = self._tick = self._tick_candidate = None
         self._tail = 0
@@ -1230,15 +1264,14 @@ class QperfPair:
         switch in it (the measured stretches), with none of host ``i``'s
         interrupts arriving from the tick to the end of the stretch plus
         ``cost`` (the delayed work could meet one), and ending before the
-        fast-forward's own wakeup.  The softirq then stretches the running
+        fast-forward's own wakeup if its round trip is the last one
+        (_plan_jump).  The softirq then stretches the running
         chunk (Kernel.steal) and nothing at a fixed time follows on this CPU
         before the message the delayed work sends: the other CPU is idle, the
         interrupts it takes next come from that message.  The same stolen time
         is not charged to qperf, so its counters are the steady ones."""
         rtt = self.steady[0]
         costs = self.client.k.costs
-        if o + cost >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
-            return False
         end = None
         for a, b in self.busy[i]:
             if a <= o + cost and b >= o:
@@ -1248,7 +1281,9 @@ class QperfPair:
         if end is None:
             return False
         j = bisect.bisect_left(offsets, o)
-        return not (j < len(offsets) and offsets[j] <= end + cost)
+        if j < len(offsets) and offsets[j] <= end + cost:
+            return False
+        return self._near_end_check(o + cost >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
 
     def _tick_model(self, i: int, o: int, cost: int, offsets: list) -> tuple | None:
         """What a TIMER softirq from offset ``o`` for ``cost`` ns on host
@@ -1282,7 +1317,7 @@ class QperfPair:
         if not offsets[0] <= a < A or not any(b0 == max(A, L) for b0, _ in self.busy[i]):
             return None      # not a poll that the last interrupt's handler follows
         delay = max(A, L + cost) - max(A, L)
-        if o + cost + delay >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1:
+        if not self._near_end_check(o + cost + delay >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
             return None
         return (i, s), delay, tuple(delay if h != i and off > o else 0 for h, off in enumerate(offs))
 
