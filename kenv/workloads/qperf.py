@@ -565,7 +565,7 @@ class QperfPair:
         # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
         # the steady one (twice alike) per set of refills owed, then replayed
         self.refill_rts: dict[tuple, tuple] = {}      # refills owed -> (rtt, deltas, irqs per rt, offsets)
-        self._learned: dict = {"refill": {}, "trigger": {}, "tick": {}}   # what start_size() took from _LEARNED
+        self._learned: dict = {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}}   # from _LEARNED
         self._refill_candidate: dict[tuple, tuple] = {}
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         self._jumping: tuple | None = None     # (start, round trips, record, trigger) of the fast-forward in progress
@@ -603,6 +603,8 @@ class QperfPair:
         # the NAPI-poll case of _tick_model, checked in detail once per stretch
         # (endpoint, its index) before it is replayed: True, or False if refuted
         self.tick_rts: dict[tuple, bool] = {}
+        # _tick_model's other stretches: (host, stretches) -> (delay, shifts) seen once in detail
+        self.tick_inside: dict[tuple, tuple] = {}
         self._tick_candidate: tuple | None = None
         self._tick_measuring: tuple | None = None
 
@@ -1154,13 +1156,14 @@ class QperfPair:
         if self.wl.fast_forward:
             k = self.client.k
             key = _machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.cpu, size)
-            self._learned = _LEARNED.setdefault(key, {"refill": {}, "trigger": {}, "tick": {}})
+            self._learned = _LEARNED.setdefault(key, {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}})
         else:
-            self._learned = {"refill": {}, "trigger": {}, "tick": {}}
+            self._learned = {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}}
         self.steady, self.busy = self._learned.get("steady", (None, None))
         self.refill_rts = self._learned["refill"]
         self.trigger_rts = self._learned["trigger"]
         self.tick_rts = self._learned["tick"]
+        self.tick_inside = self._learned["tick_inside"]
         self._tick_measuring = None
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
@@ -1299,17 +1302,39 @@ class QperfPair:
           ``max(A, L + cost)`` instead of ``max(A, L)``, and what depends on it
           (qperf's copy, the reply and the other host's interrupts) moves by the
           difference; this host's interrupts are already on their way.  Checked
-          in detail once per stretch before it is replayed (tick_rts)."""
+          in detail once per stretch before it is replayed (tick_rts).
+        * Inside any other busy stretches, clear of their edges (a hard IRQ, a
+          NET_RX softirq, a context switch, ...): a delay and shifts learned
+          from the round trip simulated in detail, per host and set of stretches
+          (tick_inside), and replayed once a second one agrees (the softirq runs
+          after the one it interrupts, or is absorbed by a wait: measured, all of
+          it or none, the same wherever in those stretches it falls)."""
         if self._shifts(i, o, cost, offsets):
             return None, cost, tuple(cost if off > o else 0 for off in self.steady[3])
         rtt, deltas, dirq, offs = self.steady
         costs = self.client.k.costs
         inside = [(s, a, b) for s, (a, b) in enumerate(self.busy[i]) if a <= o + cost and b >= o]
-        if len(inside) not in (2, 3) or any(not (a < o and o + cost < b) for _, a, b in inside):
+        if not inside or any(not (a < o and o + cost < b) for _, a, b in inside):
+            return None
+        poll = self._poll_model(i, o, cost, offsets, inside)
+        if poll is not None:
+            return poll
+        key = (i, tuple(s for s, _, _ in inside))
+        delay, shifts = self.tick_inside.get(key, (None, None))
+        end = o + cost + (cost if delay is None else delay)
+        if not self._near_end_check(end >= rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
+            return None
+        return key, delay, shifts
+
+    def _poll_model(self, i: int, o: int, cost: int, offsets: list, inside: list) -> tuple | None:
+        """_tick_model's NAPI-poll case (``inside``: the stretches the softirq falls in)."""
+        rtt, deltas, dirq, offs = self.steady
+        costs = self.client.k.costs
+        if len(inside) not in (2, 3):
             return None
         # qperf's stretch is the widest; the poll and (if qperf was woken in it)
         # the wait for its kick both end where the poll does
-        inside.sort(key=lambda x: x[2] - x[1])
+        inside = sorted(inside, key=lambda x: x[2] - x[1])
         s, a, L = inside[-2] if len(inside) == 3 and inside[0][2] == inside[1][2] else inside[0]
         if len(inside) == 3 and inside[0][2] != inside[1][2]:
             return None
@@ -1364,6 +1389,14 @@ class QperfPair:
         d = tuple(tuple(b - a for a, b in zip(s0, s1)) for s0, s1 in zip(snap.state, self._state()))
         dirq_m = tuple(b - a for a, b in zip(snap.irqs, self._irqs()))
         offs_m = (self.client.last_irq_t - snap.t, self.server.last_irq_t - snap.t)
+        if delay is None:
+            # the first of a tick_inside key: learn what it did, if it was only a delay
+            delay = t - snap.t - rtt
+            if d != deltas or dirq_m != dirq or not 0 <= delay <= eps[i].host.random.params.mix_ns:
+                self.tick_rts[key] = False
+            else:
+                self.tick_inside[key] = (delay, tuple(b - a for a, b in zip(offs, offs_m)))
+            return
         model = (rtt + delay, deltas, dirq, tuple(off + sh for off, sh in zip(offs, shifts)))
         self.tick_rts[key] = (t - snap.t, d, dirq_m, offs_m) == model
 
