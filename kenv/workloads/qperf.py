@@ -83,7 +83,14 @@ and no interrupt of that host arriving until the run's end) only delays
 everything after it: that round trip is replayed as the steady one that much
 longer; one that fires in the NAPI poll of a message's first batches delays the
 message's last interrupt handler by what the poll's slack does not absorb
-(checked in detail once per poll stretch).  What a run learned
+(checked in detail once per poll stretch); one inside other stretches (a hard
+IRQ, a softirq, a context switch) delays what follows by what a detailed round
+trip showed there, per host and set of stretches, once a second one agrees.
+A fast-forward goes on past its last rare round trip -- the refill round trip
+after a trigger one, then steady round trips up to the next mix -- instead of
+ending there, and a trigger interrupt and the mix it schedules (the kworker's
+run, or the timer's expiry at its tick) are one event when both fall inside
+the slice.  What a run learned
 (module ``_LEARNED``, keyed by the machine and the size) starts the next runs of
 the same machine and size in the process, and the latency reference of the
 environments comes from :func:`steady_round_trip`, so no figure depends on what
