@@ -103,6 +103,18 @@ def test_aggregated_mode_matches_exact_mode():
         assert a.detailed_round_trips < e.detailed_round_trips
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregated_mode_matches_exact_mode_at_each_sizes_end(seed):
+    """The same with the default threshold at large sizes, where a
+    fast-forward replays a workqueue mix's round trip and what follows it: one
+    that ends at a size's ``--time`` ends the run there (no round trip more)."""
+    kw = dict(sizes="256K:1024K", time_s=1.0, baseline=False, seed=seed)
+    a = run_qperf_tcp_lat(deferral="workqueue", mode="aggregated", **kw)
+    e = run_qperf_tcp_lat(deferral="workqueue", mode="exact", **kw)
+    assert a.sizes == e.sizes
+    assert a.detailed_round_trips < e.detailed_round_trips
+
+
 def test_same_seed_same_result():
     a = run_qperf_tcp_lat(deferral="workqueue", sizes="16K:32K", time_s=0.2, seed=7, baseline=False)
     b = run_qperf_tcp_lat(deferral="workqueue", sizes="16K:32K", time_s=0.2, seed=7, baseline=False)

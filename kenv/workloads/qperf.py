@@ -1061,6 +1061,8 @@ class QperfPair:
             return None
         rtt, deltas, dirq, offs = self.steady
         b = t_m + trtt                          # the refill round trip starts here
+        if b >= self.t_end:
+            return None                         # (run_size: the client stops there)
         t_end = b + after[0]
         pools = []
         for (i, ep, j), jm in zip(wq, js):
