@@ -1357,8 +1357,9 @@ class QperfPair:
 
     def _start_tick_measure(self, t: int) -> None:
         """A clean boundary whose round trip, simulated in detail, has a mix
-        timer fire in a NAPI poll whose _tick_model is not checked yet:
-        snapshot, to compare with it at the next boundary.  What else the plan
+        timer fire in a NAPI poll whose _tick_model is not checked yet (or in
+        stretches whose delay is not learned or not confirmed yet, tick_inside):
+        snapshot, to compare with it (or learn it) at the next boundary.  What else the plan
         saw in that round trip -- the other host's mix timer firing while its
         CPU is idle, interrupts that schedule a timer mix -- is expected too."""
         key, i, o, delay, shifts = self._tick_candidate
@@ -1378,7 +1379,9 @@ class QperfPair:
         (it ended clean; the mixes, and the disturbances, the plan expected; the
         timer's at the tick), it must be the model's -- the steady counters, the
         round trip and the shifted interrupts ``delay`` later -- or the stretch
-        is refuted for good."""
+        is refuted for good.  A tick_inside key seen for the first time learns
+        its delay and shifts here instead (refuted if the counters are not the
+        steady ones)."""
         key, i, o, delay, shifts, snap, expect, disturb = self._tick_measuring
         self._tick_measuring = None
         eps = (self.client, self.server)
