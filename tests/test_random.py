@@ -378,11 +378,12 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
         monkeypatch.setattr(qperf.QperfPair, "boundary", recording)
         out, pairs = _qperf_env_trajectory(env, steps=32, seeds=4, before_episode=lambda: episodes.append(1))
         monkeypatch.setattr(qperf.QperfPair, "boundary", boundary)
-        # the busy-tick verdicts: of the NAPI-poll model, and of the learned stretches
+        # the busy-tick verdicts: of the NAPI-poll model (keys (host, stretch)), and of
+        # the learned stretches (keys (host, stretches))
         verdicts = ([v for learned in qperf._LEARNED.values() for key, v in learned["tick"].items()
-                     if key not in learned["tick_inside"]],
+                     if not isinstance(key[1], tuple)],
                     [v for learned in qperf._LEARNED.values() for key, v in learned["tick"].items()
-                     if key in learned["tick_inside"]])
+                     if isinstance(key[1], tuple)])
         return out, tuple(sum(getattr(p, c) for p in pairs) for c in counter.split()), states, verdicts
 
     fast, replays, fast_states, verdicts = run(True)
