@@ -275,16 +275,8 @@ class IrqRandomness:
         that the fast-forward replays clears them before anything could look.)
         Raises if this interrupt would not schedule a mix, rather than silently
         dropping one."""
-        fp = self.fast_pool(cpu)
-        fp.irqs += 1
-        fp.count = (fp.count + 1) & U32_MAX
-        if self.deferral not in ("workqueue", "schedule_work") or fp.count & MIX_INFLIGHT \
-                or not self._trigger_due(fp, fp.count, self.k.jiffies if jiffies is None else jiffies):
-            raise RuntimeError("add_interrupt_randomness_queued: this interrupt schedules no workqueue mix")
-        fp.count |= MIX_INFLIGHT
-        fp.scheduled += 1
-        if not isinstance(fp.mix, work_struct):
-            self._init_mix(fp)  # the strategy changed since this pool's last mix (_schedule_mix)
+        self._trigger_unqueued(cpu, self.k.jiffies if jiffies is None else jiffies,
+                               ("workqueue", "schedule_work"), work_struct, "add_interrupt_randomness_queued")
 
     def add_interrupt_randomness_timer(self, cpu: int, jiffies: int) -> timer_list:
         """add_interrupt_randomness() at ``jiffies`` for the interrupt that
@@ -294,19 +286,27 @@ class IrqRandomness:
         (``expires = jiffies``), but not queued -- the caller expires it at
         its tick (TimerWheel.expire_now), nothing looking at it in between.
         Raises if this interrupt would not schedule a timer mix."""
-        fp = self.fast_pool(cpu)
-        fp.irqs += 1
-        fp.count = (fp.count + 1) & U32_MAX
-        if self.deferral != "timer" or fp.count & MIX_INFLIGHT or not self._trigger_due(fp, fp.count, jiffies):
-            raise RuntimeError("add_interrupt_randomness_timer: this interrupt schedules no timer mix")
-        fp.count |= MIX_INFLIGHT
-        fp.scheduled += 1
-        if not isinstance(fp.mix, timer_list):
-            self._init_mix(fp)  # the strategy changed since this pool's last mix (_schedule_mix)
+        fp = self._trigger_unqueued(cpu, jiffies, ("timer",), timer_list, "add_interrupt_randomness_timer")
         if timer_pending(fp.mix):  # pragma: no cover - MIX_INFLIGHT was clear: its last mix ran
             raise RuntimeError("add_interrupt_randomness_timer: the mix timer is pending")
         fp.mix.expires = jiffies
         return fp.mix
+
+    def _trigger_unqueued(self, cpu: int, jiffies: int, deferrals: tuple, mix_type: type, caller: str) -> fast_pool:
+        """What add_interrupt_randomness() does, at ``jiffies``, for an interrupt
+        that schedules a mix on one of ``deferrals`` -- the count, MIX_INFLIGHT,
+        ``fp.mix`` of ``mix_type`` -- short of queuing it (the two callers above).
+        Raises if this interrupt would not schedule such a mix."""
+        fp = self.fast_pool(cpu)
+        fp.irqs += 1
+        fp.count = (fp.count + 1) & U32_MAX
+        if self.deferral not in deferrals or fp.count & MIX_INFLIGHT or not self._trigger_due(fp, fp.count, jiffies):
+            raise RuntimeError(f"{caller}: this interrupt schedules no {'/'.join(deferrals)} mix")
+        fp.count |= MIX_INFLIGHT
+        fp.scheduled += 1
+        if not isinstance(fp.mix, mix_type):
+            self._init_mix(fp)  # the strategy changed since this pool's last mix (_schedule_mix)
+        return fp
 
     def add_interrupt_randomness_many(self, cpu: int, n: int, t_last: int | None = None) -> None:
         """``n`` interrupts on ``cpu``, none of which triggers a mix.

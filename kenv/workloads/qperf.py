@@ -124,6 +124,8 @@ NEVER = 1 << 62
 MAX_JUMP_ROUND_TRIPS = 1 << 32
 #: QperfPair._refills_owed() of a clean state: no endpoint owes a refill
 NO_REFILLS = ((False, False), (False, False))
+#: a round trip's deltas (_state) on one host when there is no such round trip
+_NO_DELTAS = (0,) * 7
 
 #: The round trips measured so far in this process (the steady one with its busy
 #: stretches, and the refill round trips), per machine, CPU and message size
@@ -852,11 +854,8 @@ class QperfPair:
             if offsets is None:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
-                j = rnd.threshold - 1 - fp.count
-                k = min(k, j // n)
-                x = ep.k.tick_time(fp.last + ep.k.HZ + 1) - t - off
-                k = min(k, max(0, -(-x // rtt)))
-                wq.append((i, ep, j))
+                k = min(k, max(0, self._rts_before_mix(ep, n, off, t, fp.count, fp.last)))
+                wq.append((i, ep, rnd.threshold - 1 - fp.count))
                 continue
             # timer (or no) deferral: the interrupt that schedules the mix only sets
             # MIX_INFLIGHT and queues the timer -- nothing a round trip would notice;
@@ -1039,10 +1038,18 @@ class QperfPair:
         tail = min(-(-(self.t_end - b) // rtt), MAX_JUMP_ROUND_TRIPS)
         for ep, n, off, (count, last) in zip((self.client, self.server), dirq, offs, pools):
             if n > 0:
-                tail = min(tail, (ep.host.random.threshold - 1 - count) // n)
-                x = ep.k.tick_time(last + ep.k.HZ + 1) - b - off
-                tail = min(tail, -(-x // rtt))
+                tail = min(tail, self._rts_before_mix(ep, n, off, b, count, last))
         return max(0, tail)
+
+    def _rts_before_mix(self, ep: "QperfEndpoint", n: int, off: int, b: int, count: int, last: int) -> int:
+        """Steady round trips from ``b`` none of whose ``n`` interrupts (the
+        last at offset ``off``) schedules a mix on ``ep``'s host, its fast pool
+        then at ``count`` and ``last`` with no mix in flight: those before the
+        one the count rule triggers in, whose last interrupt comes before the
+        HZ rule's jiffy (may be negative: none)."""
+        rtt = self.steady[0]
+        x = ep.k.tick_time(last + ep.k.HZ + 1) - b - off
+        return min((ep.host.random.threshold - 1 - count) // n, -(-x // rtt))
 
     def _refill_after_trigger(self, t_m: int, m: int, rec: tuple, wq: list, js: tuple) -> tuple | None:
         """The refill round trip that pays what trigger round trip ``rec`` (from
@@ -1536,25 +1543,22 @@ class QperfPair:
             self.client.k.cpus[self.cpu].min_vruntime = mv
             self._min_vr_after_jump = None
 
-    def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
+    def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int, jiffies: int | None = None) -> None:
         """The interrupt that schedules a workqueue mix, inside a fast-forward
-        whose last round trip is a trigger one: count the ``before`` interrupts
-        since it began (the last at ``t_prev``), then it (the work queued, its
-        kworker's run replayed by _jump_kworker)."""
+        that replays a trigger round trip: count the ``before`` interrupts since
+        it began (the last at ``t_prev``), then it, at ``jiffies`` (default now;
+        the work queued, its kworker's run replayed by _jump_kworker)."""
         rnd = ep.host.random
         if before:
             rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        rnd.add_interrupt_randomness_queued(ep.cpu)
+        rnd.add_interrupt_randomness_queued(ep.cpu, jiffies)
 
     def _jump_wq_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, t_trig: int, kw: tuple, w: Task,
                      floor: int) -> None:
         """_jump_wq_trigger (as at ``t_trig``) and _jump_kworker in one event
         at the kworker's mix, when both fall inside the slice (the deferral
         cannot change in between) and nothing looks at the pool in between."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        rnd.add_interrupt_randomness_queued(ep.cpu, ep.k.jiffies_at(t_trig))
+        self._jump_wq_trigger(ep, before, t_prev, ep.k.jiffies_at(t_trig))
         self._jump_kworker(ep, kw, w, floor, t_trig)
 
     def _jump_kworker(self, ep: "QperfEndpoint", kw: tuple, w: Task, floor: int, t_woken: int) -> None:
@@ -1618,14 +1622,15 @@ class QperfPair:
             # k - 1 round trips of the record, then the last of the k: the
             # record's again, or the trigger round trip's; and the tail's
             td = d if trig is None else tdeltas[i]
+            ad = _NO_DELTAS if after is None else after[1][i]     # the refill round trip after it
             sd = sdeltas[i]
-            task.vruntime += (k - 1) * d[0] + td[0] + tail * sd[0]
-            task.sum_exec_runtime += (k - 1) * d[1] + td[1] + tail * sd[1]
-            task.nvcsw += (k - 1) * d[2] + td[2] + tail * sd[2]
-            task.nivcsw += (k - 1) * d[3] + td[3] + tail * sd[3]
-            rq.nr_switches += (k - 1) * d[4] + td[4] + tail * sd[4]
-            rq.busy_ns += (k - 1) * d[5] + td[5] + tail * sd[5]
-            rq.min_vruntime += (k - 1) * d[6] + td[6] + tail * sd[6]
+            task.vruntime += (k - 1) * d[0] + td[0] + ad[0] + tail * sd[0]
+            task.sum_exec_runtime += (k - 1) * d[1] + td[1] + ad[1] + tail * sd[1]
+            task.nvcsw += (k - 1) * d[2] + td[2] + ad[2] + tail * sd[2]
+            task.nivcsw += (k - 1) * d[3] + td[3] + ad[3] + tail * sd[3]
+            rq.nr_switches += (k - 1) * d[4] + td[4] + ad[4] + tail * sd[4]
+            rq.busy_ns += (k - 1) * d[5] + td[5] + ad[5] + tail * sd[5]
+            rq.min_vruntime += (k - 1) * d[6] + td[6] + ad[6] + tail * sd[6]
             if trig is not None:
                 # what the trigger round trip paid and left owed (its mix's own
                 # hook set both refills and counted itself)
@@ -1633,15 +1638,7 @@ class QperfPair:
                 ep.refills += refills[i]
                 ep.disturb += disturbs[i] - (mix_offs[i] is not None)
             if after is not None:
-                # the refill round trip after it: its deltas, and the refills it paid
-                ad = after[1][i]
-                task.vruntime += ad[0]
-                task.sum_exec_runtime += ad[1]
-                task.nvcsw += ad[2]
-                task.nivcsw += ad[3]
-                rq.nr_switches += ad[4]
-                rq.busy_ns += ad[5]
-                rq.min_vruntime += ad[6]
+                # the refills the refill round trip after it paid
                 paid = ep.cold_qperf + ep.cold_netrx
                 ep.cold_qperf = ep.cold_netrx = False
                 ep.refills += paid
