@@ -921,6 +921,12 @@ class QperfPair:
         return self._steady_tail(t + k * rtt + delay, pools)
 
     # ----------------------------------------- the round trip of a workqueue mix
+    @staticmethod
+    def _timer_due(ep: "QperfEndpoint", t: int) -> bool:
+        """Does a timer of ``ep``'s CPU fire by ``t`` (next_expiry's tick)?"""
+        nxt = ep.k.timers.next_expiry(ep.cpu)
+        return nxt is not None and ep.k.tick_time(nxt) <= t
+
     def _kworker(self, ep: "QperfEndpoint") -> Task:
         """The kworker that runs ``ep``'s CPU's workqueue mix (the queue _schedule_mix picks)."""
         wq = system_highpri_wq if ep.host.random.deferral == "workqueue" else system_wq
@@ -1001,8 +1007,7 @@ class QperfPair:
         plan = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
-            nxt = k.timers.next_expiry(ep.cpu)
-            if nxt is not None and k.tick_time(nxt) <= t_m + trtt:
+            if self._timer_due(ep, t_m + trtt):
                 return False
             fp = ep.host.random.fast_pool(ep.cpu)
             t_hz = k.tick_time(fp.last + k.HZ + 1)
@@ -1074,8 +1079,7 @@ class QperfPair:
         pools = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
-            nxt = k.timers.next_expiry(ep.cpu)
-            if nxt is not None and k.tick_time(nxt) <= t_end:
+            if self._timer_due(ep, t_end):
                 return None
             n = dirq[i]
             fp = ep.host.random.fast_pool(ep.cpu)
@@ -1195,8 +1199,7 @@ class QperfPair:
         rtt, deltas, dirq, offs = rec
         for ep, n, off in zip((self.client, self.server), dirq, offs):
             k = ep.k
-            nxt = k.timers.next_expiry(ep.cpu)
-            if nxt is not None and k.tick_time(nxt) <= t + rtt:
+            if self._timer_due(ep, t + rtt):
                 return 0
             if n:
                 rnd = ep.host.random
