@@ -470,22 +470,24 @@ def test_a_task_preempted_before_its_switch_in_is_not_charged():
 
 
 def test_a_cpu_nothing_used_is_built_on_first_use():
-    """Kernel CPUs start as _UntouchedCPU (only ``id``); the first read or write
-    makes it a plain CPU with CPU()'s initial values (then the write)."""
+    """A kernel's CPUs (RunQueues) are built when first asked for, each with
+    CPU()'s initial values and kept from then on; iteration and len() cover
+    all nr_cpus; a CPU out of range is an IndexError, as a list's."""
     from kenv.kernel.core import CPU
 
     k = Kernel(Engine(), nr_cpus=96, hz=1000, preempt="voluntary", costs=COSTS)
     t = k.kthread_run(lambda task: iter(()), "one", cpu=3)
     assert type(k.cpus[3]) is CPU and t.cpu == 3
-    assert sum(type(c) is CPU for c in k.cpus) == 1          # the other 95 untouched
+    assert sorted(dict.keys(k.cpus)) == [3]                  # the other 95 not built
     rq = k.cpus[7]
-    rq.irq_until = 5                                       # a write builds it
-    fresh = CPU(7)
-    assert type(rq) is CPU and rq.irq_until == 5
-    assert type(k.cpus[8]) is not CPU and k.cpus[8].nr_switches == 0   # and so does a read
-    assert type(k.cpus[8]) is CPU
+    rq.irq_until = 5
+    assert k.cpus[7] is rq and k.cpus[7].irq_until == 5      # the same CPU from then on
+    fresh = CPU(8)
     for slot in CPU.__slots__:
-        if slot != "irq_until":
-            assert getattr(rq, slot) == getattr(fresh, slot), slot
-    with pytest.raises(AttributeError):
-        rq.no_such_field
+        assert getattr(k.cpus[8], slot) == getattr(fresh, slot), slot
+    with pytest.raises(IndexError):
+        k.cpus[96]
+    with pytest.raises(IndexError):
+        k.cpus[-1]
+    assert len(k.cpus) == 96 and [c.id for c in k.cpus] == list(range(96))
+    assert k.cpus[7] is rq and k.cpus[7].irq_until == 5      # iterating kept what was built

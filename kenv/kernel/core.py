@@ -32,9 +32,7 @@ ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, Callable, Generator, Iterable
 
 import numpy as np
@@ -233,41 +231,31 @@ class CPU:
         return len(self.rt_queue) + len(self.cfs_queue) + (self.curr is not None)
 
 
-#: the ``id`` slot's setter, bypassing _UntouchedCPU.__setattr__
-_SET_CPU_ID = CPU.id.__set__
+class RunQueues(dict):
+    """``per_cpu(runqueues, cpu)`` of one machine: ``cpus[i]`` is CPU ``i``'s
+    :class:`CPU`, built the first time anything asks for it, so that a 96-CPU
+    host whose workload runs on two of its CPUs builds two (a reset builds two
+    hosts).  A CPU nobody has asked for is idle with :class:`CPU`'s initial
+    values, which is what it gets when it is asked for.  Iterating and
+    ``len()`` cover every CPU, 0 .. nr_cpus - 1 (and build them all)."""
 
+    __slots__ = ("nr_cpus",)
 
-class _UntouchedCPU(CPU):
-    """A CPU nothing has used yet: only ``id`` is set, so that a 96-CPU host
-    whose workload runs on two of its CPUs builds the state of two.  The first
-    read or write of anything else turns it into a plain :class:`CPU` with
-    ``CPU.__init__``'s values first; from then on it is one (attribute access
-    as fast as on any CPU)."""
+    def __init__(self, nr_cpus: int):
+        super().__init__()
+        self.nr_cpus = nr_cpus
 
-    __slots__ = ()
+    def __missing__(self, cpu: int) -> CPU:
+        if type(cpu) is not int or not 0 <= cpu < self.nr_cpus:
+            raise IndexError(f"cpu {cpu!r} out of range 0..{self.nr_cpus - 1}")
+        rq = self[cpu] = CPU(cpu)
+        return rq
 
-    def __init__(self, cpu: int):
-        object.__setattr__(self, "id", cpu)
+    def __iter__(self):
+        return (self[cpu] for cpu in range(self.nr_cpus))
 
-    @classmethod
-    def many(cls, n: int) -> list[CPU]:
-        """CPUs 0 .. n-1, untouched: the same as ``[_UntouchedCPU(i) for i in
-        range(n)]`` in C loops (half the cost; a reset builds 192 of them)."""
-        out = list(map(object.__new__, repeat(cls, n)))
-        deque(map(_SET_CPU_ID, out, range(n)), maxlen=0)
-        return out
-
-    def _become_cpu(self) -> None:
-        object.__setattr__(self, "__class__", CPU)
-        CPU.__init__(self, self.id)
-
-    def __getattr__(self, name: str) -> Any:
-        self._become_cpu()
-        return getattr(self, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._become_cpu()
-        setattr(self, name, value)
+    def __len__(self) -> int:
+        return self.nr_cpus
 
 
 @dataclass
@@ -309,7 +297,7 @@ class Kernel:
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.TICK_NSEC = tick_nsec(hz)
         self.INITIAL_JIFFIES = initial_jiffies(hz)
-        self.cpus: list[CPU] = _UntouchedCPU.many(nr_cpus)
+        self.cpus = RunQueues(nr_cpus)
         self.nr_cpus = nr_cpus
         self.timers = TimerWheel(self)
         self._next_pid = 0
