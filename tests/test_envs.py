@@ -51,6 +51,25 @@ def test_scenario_draw_is_generator_choice(weights, seed):
     assert rng_a.random() == rng_b.random()
 
 
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.one_of(st.floats(-10.0, 10.0), st.sampled_from([0.0, -0.0, 1.0, 1.5, 0.1])),
+                       min_size=12, max_size=12))
+def test_observation_is_clipped_into_the_box(values):
+    """Whatever the episode reports, the observation is it clipped to each
+    entry's [min, max] and lies in observation_space (float32 included)."""
+    env = gym.make("kenv/RandomMix-v0").unwrapped
+    env.reset(seed=0)
+    n = len(env.obs_rows) - len(env.actions)
+    env._episode.observation = lambda: list(values[:n])
+    obs = env._obs()
+    lo, hi = env.observation_space.low, env.observation_space.high
+    want = np.clip(np.array(values[:n] + env._prev_action_features(), dtype=np.float64),
+                   [r[1] for r in env.obs_rows], [r[2] for r in env.obs_rows]).astype(np.float32)
+    assert obs.dtype == np.float32 and obs.shape == lo.shape
+    assert np.array_equal(obs, want)
+    assert env.observation_space.contains(obs) and (obs >= lo).all() and (obs <= hi).all()
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_gymnasium_check_env_passes(env_id):
     from gymnasium.utils.env_checker import check_env
