@@ -276,7 +276,7 @@ class Bcm2835Rng:
         ``cpu_relax()`` spin looks at ``wait`` again at ``recheck_at``.  The
         new instance starts with a fresh ``dying``."""
         wait = parse_wait(wait)
-        if wait == self.wait:
+        if wait is self.wait or wait == self.wait:
             return
         self.wait = wait
         if self.ff is not None:
@@ -336,12 +336,21 @@ class Bcm2835Rng:
     def spin_ns_now(self) -> dict[str, int]:
         """CPU time spent spinning per comm, including spins still in progress."""
         out = dict(self.spin_ns)
-        k = self.k
-        for task, exec0 in self.spinning.items():
-            # CPU time charged since the spin began, plus the running chunk's share.
-            ran = task.sum_exec_runtime - exec0 + k._ran_so_far(task)
-            out[task.comm] = out.get(task.comm, 0) + ran
+        for task in self.spinning:
+            out[task.comm] = out.get(task.comm, 0) + self._spun_so_far(task)
         return out
+
+    def spin_ns_total(self) -> int:
+        """The sum of :meth:`spin_ns_now` over every comm."""
+        total = sum(self.spin_ns.values())
+        for task in self.spinning:
+            total += self._spun_so_far(task)
+        return total
+
+    def _spun_so_far(self, task: Task) -> int:
+        """CPU time charged to ``task`` since its spin in progress began, plus
+        the running chunk's share."""
+        return task.sum_exec_runtime - self.spinning[task] + self.k._ran_so_far(task)
 
     @property
     def generated_bytes(self) -> int:

@@ -48,6 +48,7 @@ class HwrngSubsystem:
         self.reads_per_step = reads_per_step
         self._reads0 = 0
         self.max_bytes_per_s = 4.0 * params.word_rate_hz
+        self._log_max_bps = math.log10(1.0 + self.max_bytes_per_s)   # the throughput's scale
         self.last = [0.0, 0.0]
         self._boot_until: int | None = None
         k.engine.at(params.probe_ns, self._probe)
@@ -91,13 +92,13 @@ class HwrngSubsystem:
         """Bytes the reader's read(2)s have returned."""
         return self.core.read_bytes.get(READER_COMM, 0) if self.core is not None else 0
 
-    @property
     def read_done(self) -> bool:
-        """A read(2) of the reader returned in this step."""
+        """A read(2) of the reader returned in this step (HwrngWait-v0's stop
+        test, called after every event: a method, not a property in a lambda)."""
         return self.core is not None and self.core.reads.get(READER_COMM, 0) > self._reads0
 
     def _spin_ns(self) -> int:
-        return sum(self.core.rng.spin_ns_now().values()) if self.core is not None else 0
+        return self.core.rng.spin_ns_total() if self.core is not None else 0
 
     def begin_step(self, wait: WaitStrategy, limit_ns: int) -> None:
         self.wait = wait
@@ -117,7 +118,7 @@ class HwrngSubsystem:
         nbytes = self.reader_bytes - self._b0
         spin = self._spin_ns() - self._spin0
         bps = nbytes * NSEC_PER_SEC / dt
-        thr = math.log10(1.0 + bps) / math.log10(1.0 + self.max_bytes_per_s)
+        thr = math.log10(1.0 + bps) / self._log_max_bps
         self.last = [min(1.0, thr), min(1.0, spin / dt)]
         return {"throughput": thr, "spin": spin / dt,
                 "raw": {"hwrng_bytes": nbytes, "hwrng_bytes_per_s": bps, "spin_cpu_s": spin / NSEC_PER_SEC}}
@@ -177,7 +178,7 @@ class _HwrngEpisode:
         limit = k.now + STEP_LIMIT_NS
         bits0, stalls0, bugs0 = self.pool.init_bits, len(k.rcu_stalls), len(k.bugs)
         self.hw.begin_step(wait, limit)
-        k.run(until=limit, stop=lambda: self.hw.read_done)
+        k.run(until=limit, stop=self.hw.read_done)
         m = self.hw.end_step()
         bits = self.pool.init_bits - bits0
         m.update(entropy=bits / 256.0, rcu_stall=float(len(k.rcu_stalls) - stalls0),
