@@ -342,7 +342,7 @@ def _qperf_internals(pair) -> tuple:
             (fp.count, fp.irqs, fp.counted, fp.credited, fp.mixes, fp.last, fp.scheduled),
             (ep.refills, ep.cold_qperf, ep.cold_netrx, ep.msgs_received, ep.last_irq_t),
             (ep.task.vruntime, ep.task.sum_exec_runtime, ep.task.nvcsw, ep.task.nivcsw),
-            tuple((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, t.woken_ns) for t in workers),
+            tuple((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, t.woken_ns, t.woken_vruntime) for t in workers),
             (rq.nr_switches, rq.busy_ns, rq.min_vruntime)))
     return tuple(out)
 
@@ -400,10 +400,13 @@ def test_workqueue_mix_round_trip_replayed_exactly(monkeypatch, scenario):
     those of every round trip simulated, on both workqueues, from a process
     that has learned nothing; and at every round-trip boundary the fast-forward
     reaches, both hosts' fast pools, refills and scheduler counters (the
-    kworkers' too) are what every round trip simulated left there."""
-    fast, exact, replays, fast_states, exact_states, _ = _fast_and_exact(
-        monkeypatch, {"actions": ["workqueue", "schedule_work"], "scenario": scenario}, "trigger_replays")
+    kworkers' too) are what every round trip simulated left there -- also
+    where a kworker, early in a boot, is placed at its own vruntime."""
+    fast, exact, (replays, own), fast_states, exact_states, _ = _fast_and_exact(
+        monkeypatch, {"actions": ["workqueue", "schedule_work"], "scenario": scenario},
+        "trigger_replays own_placement_replays")
     assert replays >= 10, replays
+    assert own >= 1, own     # early in a boot: kworkers placed at their own vruntime (_kworker_after)
     assert fast == exact
     assert len(fast_states) < len(exact_states)
     for key, state in fast_states.items():

@@ -135,6 +135,7 @@ class Task:
         "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
         "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
         "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt", "woken_ns", "pinned",
+        "woken_vruntime",
     )
 
     def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
@@ -177,6 +178,7 @@ class Task:
         self._started = False
         self._switched_in = 0
         self.woken_ns: int | None = None  # when try_to_wake_up() last made it runnable
+        self.woken_vruntime = 0           # ... and where place_entity() put its vruntime then
 
     def __repr__(self) -> str:
         return f"<{self.comm}-{self.pid} cpu{self.cpu} {self.state}>"
@@ -454,6 +456,7 @@ class Kernel:
             # place_entity() with GENTLE_FAIR_SLEEPERS: a sleeper gets at most
             # half a latency period of credit.
             p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
+        p.woken_vruntime = p.vruntime
         self._enqueue(rq, p)
         if self.engine.recorder is not None:
             self._trace_wakeup(rq, p)
@@ -483,7 +486,7 @@ class Kernel:
         # try_to_wake_up(): place_entity() as in wake_up_process()
         p._value = None
         p.woken_ns = engine.now
-        p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
+        p.vruntime = p.woken_vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
         # _kick_fire() -> __schedule() at t_kick, p alone on the runqueue
         rq.need_resched = False
         sev = rq._slice_ev

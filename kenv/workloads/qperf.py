@@ -74,7 +74,8 @@ that interrupt in the message on each host and refills owed at its start: it
 is replayed as the last round trip of a fast-forward (or as one on its own,
 after a kworker's round trip) -- the interrupt counted at its time, at the time the
 kworker ran its work that kworker's CPU time, switches and vruntime (placed by
-the sleeper credit, as when it was learned) and mix_interrupt_randomness()
+the sleeper credit, as when it was learned, or early in a boot at its own
+vruntime when that decides nothing differently) and mix_interrupt_randomness()
 itself, at the end the refills left owed -- when no timer is due on either CPU,
 the count rule (not the HZ rule) triggers, and before the engine's ``until``
 (the next step may change the deferral).  A timer-deferred mix whose TIMER
@@ -111,7 +112,7 @@ import numpy as np
 
 from ..drivers.random import FAST_POOL_MIX_THRESHOLD, MIX_INFLIGHT, IrqRandomness
 from ..errors import ConfigError
-from ..kernel.core import BLOCK, TASK_SLEEPING, Kernel, Run, Task, TaskBody
+from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_SLEEPING, Kernel, Run, Task, TaskBody
 from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.engine import NSEC_PER_MSEC, Engine
 
@@ -597,6 +598,7 @@ class QperfPair:
         self._tail = 0
         self.trigger_replays = 0               # trigger round trips replayed (statistics, tests)
         self.trigger_refill_replays = 0        # ... with the refill round trip after it (_refill_after_trigger)
+        self.own_placement_replays = 0         # ... with a kworker placed at its own vruntime (_kworker_after)
         self.tail_rts = 0                      # steady round trips taken on after a rare one (_steady_tail)
         # a mix timer that fires while its CPU is busy, where the round trip is
         # the steady one with what follows the tick ``delay`` later (_tick_model):
@@ -935,12 +937,42 @@ class QperfPair:
     def _trigger_start(self, ep: "QperfEndpoint", min_vruntime: int) -> tuple | None:
         """(kworker, its vruntime floor) if ``ep``'s kworker sleeps and will be
         placed by the sleeper credit (place_entity: ``min_vruntime -
-        sched_latency / 2`` is above its own vruntime), else None."""
+        sched_latency / 2`` is above its own vruntime), else None: where a
+        trigger round trip is learned."""
         w = self._kworker(ep)
         floor = min_vruntime - ep.k.sysctl_sched_latency // 2
         if w.state != TASK_SLEEPING or w.vruntime > floor:
             return None
         return w, floor
+
+    def _kworker_after(self, ep: "QperfEndpoint", m: int, d: tuple, kw: tuple) -> tuple | None:
+        """(kworker, its vruntime after the trigger round trip ``m`` rounds on
+        from now, each with steady deltas ``d``) when the kworker replays
+        ``kw`` -- recorded where the sleeper credit placed it (_trigger_start):
+        its vruntime then ``dv`` above that round trip's floor, of which
+        ``run`` it gained running and ``place`` the floor's rise by its wakeup.
+        Placed by the credit again (its own vruntime not above the floor at the
+        wakeup): floor + dv.  Placed at its own vruntime instead (early in a
+        boot, while ``min_vruntime`` is below half a latency), the round trip is
+        the same if the kworker, woken once, stays more than the wakeup
+        granularity behind qperf and ``min_vruntime`` all along: then it wakes
+        preempting or on the idle CPU, is picked first, and moves neither
+        ``min_vruntime`` nor qperf's placement, as with the credit; it ends
+        ``run`` above its own vruntime.  Else None."""
+        w = self._kworker(ep)
+        if w.state != TASK_SLEEPING:
+            return None
+        k = ep.k
+        dv, _, dnvcsw, _, place, run = kw
+        min_vr = k.cpus[ep.cpu].min_vruntime + m * d[6]
+        floor = min_vr - k.sysctl_sched_latency // 2
+        if w.vruntime <= floor + place:
+            return w, floor + dv
+        gran = k.sysctl_sched_wakeup_granularity * NICE_0_LOAD // w.weight
+        if dnvcsw == 1 and w.vruntime + run + gran < min(min_vr, ep.task.vruntime + m * d[0]):
+            self.own_placement_replays += 1
+            return w, w.vruntime + run
+        return None
 
     def _wq_deferral(self) -> str | None:
         """The workqueue deferral both hosts are on (``workqueue`` or
@@ -990,8 +1022,8 @@ class QperfPair:
         fast-forward as its last round trip if it is known (trigger_rts) and
         nothing rare can happen in it -- no timer due on either CPU, the HZ rule
         not earlier than the count rule, each trigger within the engine's
-        ``until`` (the deferral may change after it), each kworker placed by the
-        sleeper credit as when it was learned.  ``owed``: the refills owed at
+        ``until`` (the deferral may change after it), each kworker placed as
+        _kworker_after allows.  ``owed``: the refills owed at
         its start (a refill boundary; then ``m`` is 0).  Sets ``_trigger``."""
         rtt, deltas, dirq, offs = self.steady
         deferral = self._wq_deferral()
@@ -1022,7 +1054,7 @@ class QperfPair:
             t_trig = t_m + steady_offs[jm] + shift
             if t_trig >= t_hz or (until is not None and t_trig > until):
                 return False
-            start = self._trigger_start(ep, k.cpus[ep.cpu].min_vruntime + m * deltas[i][6])
+            start = self._kworker_after(ep, m, deltas[i], rec[4][i])
             if start is None:
                 return False
             if jm:
@@ -1154,8 +1186,11 @@ class QperfPair:
                     or ep.last_mix[1] != "kworker"
                     or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
                 return
+            if w.woken_ns is None or w.woken_ns < t0:
+                return     # (woken in this round trip: woken_vruntime is its placement here)
             mix_offs.append(ep.last_mix[0] - t0)
-            kw.append((w.vruntime - floor, w.sum_exec_runtime - exec0, w.nvcsw - nvcsw0, w.nivcsw - nivcsw0))
+            kw.append((w.vruntime - floor, w.sum_exec_runtime - exec0, w.nvcsw - nvcsw0, w.nivcsw - nivcsw0,
+                       w.woken_vruntime - floor, w.vruntime - w.woken_vruntime))
         d = tuple(tuple(b - a for a, b in zip(s0, s1)) for s0, s1 in zip(snap.state, self._state()))
         rec = (t - t0, d, toffs, tuple(mix_offs), tuple(kw),
                tuple((ep.cold_qperf, ep.cold_netrx) for ep in eps),
@@ -1519,13 +1554,13 @@ class QperfPair:
                 counted[ep] = j + 1
         if trig is not None:
             until = engine.until
-            for ep, i, j, t_trig, t_before, t_mix, w, floor in trig[1]:
+            for ep, i, j, t_trig, t_before, t_mix, w, v_end in trig[1]:
                 if until is None or t_mix <= until:
                     # one event for both, nothing looking at the pool in between
-                    engine.at(t_mix, self._jump_wq_mix, ep, j, t_before, t_trig, trig[0][4][i], w, floor)
+                    engine.at(t_mix, self._jump_wq_mix, ep, j, t_before, t_trig, trig[0][4][i], w, v_end)
                 else:
                     engine.at(t_trig, self._jump_wq_trigger, ep, j, t_before)
-                    engine.at(t_mix, self._jump_kworker, ep, trig[0][4][i], w, floor, t_trig)
+                    engine.at(t_mix, self._jump_kworker, ep, trig[0][4][i], w, v_end, t_trig)
                 counted[ep] = j + 1
         self._jump_counted = counted
         self._jumping = (t, k, rec, trig)
@@ -1557,20 +1592,21 @@ class QperfPair:
         rnd.add_interrupt_randomness_queued(ep.cpu, jiffies)
 
     def _jump_wq_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, t_trig: int, kw: tuple, w: Task,
-                     floor: int) -> None:
+                     v_end: int) -> None:
         """_jump_wq_trigger (as at ``t_trig``) and _jump_kworker in one event
         at the kworker's mix, when both fall inside the slice (the deferral
         cannot change in between) and nothing looks at the pool in between."""
         self._jump_wq_trigger(ep, before, t_prev, ep.k.jiffies_at(t_trig))
-        self._jump_kworker(ep, kw, w, floor, t_trig)
+        self._jump_kworker(ep, kw, w, v_end, t_trig)
 
-    def _jump_kworker(self, ep: "QperfEndpoint", kw: tuple, w: Task, floor: int, t_woken: int) -> None:
+    def _jump_kworker(self, ep: "QperfEndpoint", kw: tuple, w: Task, v_end: int, t_woken: int) -> None:
         """Where the kworker of a trigger round trip ran its work: its CPU
-        time, switches and vruntime (placed at ``floor`` by the sleeper credit),
-        then mix_interrupt_randomness() as worker_thread() calls it."""
-        dv, dexec, dnvcsw, dnivcsw = kw
+        time, switches and vruntime (``v_end``, _kworker_after), then
+        mix_interrupt_randomness() as worker_thread() calls it."""
+        _, dexec, dnvcsw, dnivcsw, _, run = kw
         w.woken_ns = t_woken
-        w.vruntime = floor + dv
+        w.woken_vruntime = v_end - run
+        w.vruntime = v_end
         w.sum_exec_runtime += dexec
         w.nvcsw += dnvcsw
         w.nivcsw += dnivcsw
