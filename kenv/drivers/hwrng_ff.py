@@ -382,18 +382,21 @@ class HwrngFastForward:
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
+        w = size // 4
+        if rng.produced(rng.quiet_until - 3 * r - c) - rng.produced(now + r) < w:
+            return None  # not one whole read before the step's end, whatever the horizon (below)
         cpus = [task.cpu]
         kthread = core.hwrng_fill
         if kthread is not None and kthread is not task and kthread.state != TASK_DEAD:
             if kthread.state != TASK_SLEEPING or kthread in lock.wait_list:
                 return None
-            cpus.append(kthread.cpu)   # it sleeps on a timer of its CPU's base
+            if kthread.cpu != task.cpu:
+                cpus.append(kthread.cpu)   # it sleeps on a timer of its CPU's base
         horizon = self._horizon(k, cpus)
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
             return None
         n_first = rng.produced(now + r) + 1          # the generator's index of the first word
-        w = size // 4
         # read q ends with its last word: landing + status + data read + copy
         landed = rng.produced(horizon - 3 * r - c) - n_first + 1
         q = landed // w
