@@ -77,7 +77,8 @@ class QperfSubsystem:
 
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
-            r.set_deferral(deferral)
+            if r.deferral != deferral:
+                r.set_deferral(deferral)
         mixes0 = self.mixes()
         # qperf runs on across steps; a step is the next step_ns of it
         (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns)
@@ -91,12 +92,14 @@ class QperfSubsystem:
                         "mixes": self.mixes() - mixes0}}
 
     def info(self) -> dict:
-        pools = [r.input_pool for r in self.randoms]
-        return {"msg_size": self.msg_size_label,
-                "crng_init": [p.crng_init for p in pools],
-                "bits_credited_total": [p.init_bits for p in pools],
-                "crng_ready_s": [None if p.ready_ns is None else p.ready_ns / NSEC_PER_SEC for p in pools],
-                "bugs": self.bug_reports(),
+        crng_init, bits, ready = [], [], []
+        for r in self.randoms:    # (one loop, not a comprehension per entry: every step)
+            p = r.input_pool
+            crng_init.append(p.crng_init)
+            bits.append(p.init_bits)
+            ready.append(None if p.ready_ns is None else p.ready_ns / NSEC_PER_SEC)
+        return {"msg_size": self.msg_size_label, "crng_init": crng_init, "bits_credited_total": bits,
+                "crng_ready_s": ready, "bugs": self.bug_reports(),
                 "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for h in self.wl.hosts for s in h.k.rcu_stalls]}
 
 

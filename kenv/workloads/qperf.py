@@ -516,7 +516,7 @@ class QperfEndpoint:
 # the experiment driver: sizes, fast-forward, statistics
 # ---------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class SizeStats:
     msg_size: int
     elapsed_ns: int = 0
@@ -528,7 +528,7 @@ class SizeStats:
     jumps: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Snap:
     t: int
     state: tuple
