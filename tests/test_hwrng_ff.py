@@ -83,7 +83,8 @@ def _observe(k, hw):
     cpus = [(c.nr_switches, c.busy_ns, c.min_vruntime) for c in k.cpus]
     return {"now": k.now, "tasks": tasks, "cpus": cpus, "wait_log": list(rng.wait_log),
             "read_log": list(rng.read_log), "wait_calls": dict(rng.wait_calls),
-            "spin": rng.spin_ns_now(), "consumed": rng.consumed_words, "t_ref": rng._t_ref,
+            "spin": rng.spin_ns_now(), "spin_total": rng.spin_ns_total(), "consumed": rng.consumed_words,
+            "t_ref": rng._t_ref,
             "to_user": dict(core.bytes_to_user), "to_pool": core.bytes_to_pool,
             "data_avail": core.data_avail, "reader_bytes": hw.reader_bytes}
 
@@ -289,3 +290,28 @@ def test_words_of_a_read_across_step_ends_skipped_exactly(monkeypatch, bs, waits
     assert ff.words_skipped > 30 and ff.inexact == 0
     for i, (a, b) in enumerate(zip(fast, exact)):
         assert a == b, f"step {i} differs"
+
+
+
+
+def test_spin_total_counts_the_spin_in_progress(monkeypatch):
+    """Bcm2835Rng.spin_ns_total() is spin_ns_now() summed over comms, the spin
+    in progress included (what an env's step reads for its spin component):
+    stopped at times through a cpu_relax() reader's run, every word simulated,
+    the reader is mostly mid-spin, and the total counts that spin."""
+    monkeypatch.setattr(hwrng, "FAST_FORWARD", False)
+    k = Kernel(Engine(), nr_cpus=1, hz=100, preempt="none", costs=COSTS)
+    params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
+                           copy_chunk_ns=900, silent_until_ns=None)
+    hw = HwrngSubsystem(k, InputPool(k), params, smp_cache_bytes=64, bs=16, reader_cpus=(0,),
+                        kthread_cpus=(0,))
+    k.engine.run(until=0)
+    hw.begin_step(parse_wait("cpu_relax"), NSEC_PER_SEC)
+    rng, mid_spin = hw.core.rng, 0
+    for t_us in range(600_000, 700_000, 997):          # 101 stops, not in step with the words
+        k.run(until=t_us * NSEC_PER_USEC)
+        assert rng.spin_ns_total() == sum(rng.spin_ns_now().values())
+        if rng.spinning:
+            mid_spin += 1
+            assert rng.spin_ns_total() > sum(rng.spin_ns.values())
+    assert mid_spin >= 80, mid_spin
