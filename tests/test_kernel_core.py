@@ -361,6 +361,30 @@ def test_engine_quiet_through_only_when_no_event_comes_first():
     assert seen[-1] is False                             # a stop test could end the run first
 
 
+
+def test_engine_request_stop_ends_the_run_after_that_event():
+    """Engine.request_stop() from an event ends run() right after it, as a stop
+    test turning true there would: the clock stays at that event, later events
+    stay pending, and from the request on advance() and quiet_through() say
+    no; the next run() starts without it; outside a run it does nothing."""
+    e = Engine()
+    seen = []
+
+    def stopping():
+        seen.append(("before", e.advance(110), e.quiet_through(120)))
+        e.request_stop()
+        seen.append(("after", e.advance(115), e.quiet_through(120)))
+
+    e.request_stop()                                     # no run in progress: nothing
+    e.at(50, seen.append, "at 50")
+    e.at(100, stopping)
+    e.at(200, seen.append, "at 200")
+    e.run(until=1_000)
+    assert seen == ["at 50", ("before", True, True), ("after", False, False)]
+    assert e.now == 110 and e.peek() == 200              # (the first advance moved the clock)
+    e.run(until=1_000)
+    assert seen[-1] == "at 200" and e.now == 1_000
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.integers(1, 30_000), st.just(10_000_000)),
                           st.sampled_from(["plain", "irq", "event", "hog", "long hog"])),

@@ -489,6 +489,18 @@ class HwrngCore:
     #: set by whoever drives the simulation when its steps end at a read(2)
     #: completion (HwrngWait-v0: after this many): a fast-forward must not skip one
     read_budget: int | None = None
+    #: (comm, n): when comm's read(2) count reaches n, end the engine's run in
+    #: progress (Engine.request_stop) -- the step's end, set with read_budget
+    stop_at_read: tuple[str, int] | None = None
+
+    def reads_returned(self, comm: str, n: int, nbytes: int) -> None:
+        """``n`` read(2) calls of ``comm`` returned, ``nbytes`` in all (and the
+        run stops if that makes ``stop_at_read``)."""
+        reads = self.reads[comm] = self.reads.get(comm, 0) + n
+        self.read_bytes[comm] = self.read_bytes.get(comm, 0) + nbytes
+        stop = self.stop_at_read
+        if stop is not None and stop[0] == comm and reads >= stop[1]:
+            self.k.engine.request_stop()
 
     @property
     def delivered_bytes(self) -> int:
@@ -595,9 +607,7 @@ def rng_dev_read(task: Task, core: HwrngCore, size: int, nonblock: bool = False)
         if k.cpus[task.cpu].need_resched:
             yield from schedule_timeout_interruptible(task, 1)
     del core.reading[task]
-    comm = task.comm
-    core.reads[comm] = core.reads.get(comm, 0) + 1
-    core.read_bytes[comm] = core.read_bytes.get(comm, 0) + call.ret
+    core.reads_returned(task.comm, 1, call.ret)
     return call.ret
 
 

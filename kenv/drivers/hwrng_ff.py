@@ -554,8 +554,7 @@ class _SpinReads:
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + done * self.size
         call = self.call
         if call is None:
-            core.reads[comm] = core.reads.get(comm, 0) + done
-            core.read_bytes[comm] = core.read_bytes.get(comm, 0) + done * self.size
+            core.reads_returned(comm, done, done * self.size)
             self.ff.reads_skipped += done
         else:
             call.size -= 4 * done
@@ -703,8 +702,7 @@ class _Skip:
         if consumed:
             rng.consumed_words += consumed
             core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + to_user
-            core.reads[comm] = core.reads.get(comm, 0) + reads
-            core.read_bytes[comm] = core.read_bytes.get(comm, 0) + read_bytes
+            core.reads_returned(comm, reads, read_bytes)
             # the FIFO as the last skipped consumption left it
             for c, base, cycle in plan.each(a, n):
                 for off, seen, taken in cycle.events:

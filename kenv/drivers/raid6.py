@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import ConfigError
 from ..kernel.core import (
@@ -278,6 +279,13 @@ class Raid6Selection:
     start_ns: int | None = None
     end_ns: int | None = None
     cpu: int | None = None
+    #: called as each benchmark window ends (simulator: an environment's step ends there)
+    on_window: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def add_window(self, window: Raid6Window) -> None:
+        self.windows.append(window)
+        if self.on_window is not None:
+            self.on_window()
 
     def dmesg_lines(self) -> list[str]:
         """Lines as ``dmesg`` prints them: ``[    1.234567] raid6: ...``."""
@@ -336,11 +344,11 @@ def _window(task: Task, params: Raid6Params, sel: Raid6Selection, algo: raid6_ca
         # environment decides per window): this window is not measured, as if
         # CONFIG_RAID6_PQ_BENCHMARK=n for it; perf 0 never wins.
         now = task.k.now
-        sel.windows.append(Raid6Window(algo.name, kind, 0, 0, now, now, now, 0, 0))
+        sel.add_window(Raid6Window(algo.name, kind, 0, 0, now, now, now, 0, 0))
         return 0
     perf, cpu, start, edge, ideal = yield from raid6_bench_window(task, sel.mode, ns)
     mb = gen_mb_s(perf, sel.hz) if kind == "gen" else xor_mb_s(perf, sel.hz)
-    sel.windows.append(Raid6Window(algo.name, kind, perf, mb, start, edge, task.k.now, cpu, ideal))
+    sel.add_window(Raid6Window(algo.name, kind, perf, mb, start, edge, task.k.now, cpu, ideal))
     if sel.mode == "cond_resched":
         yield from cond_resched(task)
     return perf

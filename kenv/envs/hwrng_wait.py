@@ -68,6 +68,8 @@ class HwrngSubsystem:
                                       kthread_cpus=self.kthread_cpus, logs=self.logs)
         self.core.rng.quiet_until = self._boot_until
         self.core.read_budget = self.reads_per_step
+        if self._boot_until is None:     # probed inside a step: its read counts
+            self._stop_at_reads()
         # A user reader (rngd-like: read(fd, buf, bs) in a loop) opens /dev/hwrng.
         self.k.kthread_run(self._reader, READER_COMM, cpus_allowed=self.reader_cpus)
 
@@ -92,11 +94,6 @@ class HwrngSubsystem:
         """Bytes the reader's read(2)s have returned."""
         return self.core.read_bytes.get(READER_COMM, 0) if self.core is not None else 0
 
-    def read_done(self) -> bool:
-        """A read(2) of the reader returned in this step (HwrngWait-v0's stop
-        test, called after every event: a method, not a property in a lambda)."""
-        return self.core is not None and self.core.reads.get(READER_COMM, 0) > self._reads0
-
     def _spin_ns(self) -> int:
         return self.core.rng.spin_ns_total() if self.core is not None else 0
 
@@ -109,7 +106,13 @@ class HwrngSubsystem:
             # nothing looks at the rng before the step ends
             self.core.rng.quiet_until = limit_ns
         self._reads0 = self.core.reads.get(READER_COMM, 0) if self.core is not None else 0
+        self._stop_at_reads()
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
+
+    def _stop_at_reads(self) -> None:
+        """With reads_per_step, the engine's run stops as the step's last read(2) returns."""
+        if self.core is not None and self.reads_per_step is not None:
+            self.core.stop_at_read = (READER_COMM, self._reads0 + self.reads_per_step)
 
     def end_step(self) -> dict:
         if self.core is not None:
@@ -178,7 +181,7 @@ class _HwrngEpisode:
         limit = k.now + STEP_LIMIT_NS
         bits0, stalls0, bugs0 = self.pool.init_bits, len(k.rcu_stalls), len(k.bugs)
         self.hw.begin_step(wait, limit)
-        k.run(until=limit, stop=self.hw.read_done)
+        k.run(until=limit)     # or until the step's read(2) returns (HwrngCore.stop_at_read)
         m = self.hw.end_step()
         bits = self.pool.init_bits - bits0
         m.update(entropy=bits / 256.0, rcu_stall=float(len(k.rcu_stalls) - stalls0),

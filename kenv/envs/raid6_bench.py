@@ -54,10 +54,15 @@ class Raid6Subsystem:
         self.steps = 0
         self.last = [0.0, 0.0]
         self.credited = False
+        #: called as a benchmark window ends and as modprobe exits (Raid6Bench-v0's step ends)
+        self.on_progress = None
 
     def _launch(self) -> None:
         # fork+exec from a shell that last ran on ``cpu``, which is idle: it stays there
         task = self.mp.start(self.cpu)
+        if self.on_progress is not None:
+            self.mp.sel.on_window = self.on_progress
+            task.on_exit.append(lambda _task: self.on_progress())
         if self.load is not None:
             start_load(self.k, task.cpu, self.load)
 
@@ -131,6 +136,7 @@ class _Raid6Episode:
         t0 = int(rng.integers(0, k.TICK_NSEC))
         self.r6 = Raid6Subsystem(k, plat, cpu=cpu, kernel_version=kernel, load=scenario["load"],
                                  interval_us=int(scenario["cyclictest_interval_us"]), t0=t0)
+        self.r6.on_progress = k.engine.request_stop   # a step is one window (the runs are steps)
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, hz)
                           + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)))
@@ -144,10 +150,12 @@ class _Raid6Episode:
         k, r6 = self.k, self.r6
         r6.begin_step(action)
         t_start = k.now
-        mp, windows = r6.mp, r6.mp.sel.windows
-        n0 = len(windows)
-        # modprobe has exited, or the window of this step is over (checked after every event)
-        k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: mp.end_ns is not None or len(windows) > n0)
+        mp = r6.mp
+        if mp.end_ns is not None:   # stepped after the episode ended: one event
+            k.run(until=k.now + STEP_LIMIT_NS, stop=lambda: True)
+        else:
+            # until the window of this step is over, or modprobe exits (on_progress)
+            k.run(until=k.now + STEP_LIMIT_NS)
         m = r6.end_step()
         m["terminated"] = r6.done
         m["raw"]["step_sim_s"] = (k.now - t_start) / NSEC_PER_SEC
