@@ -78,6 +78,7 @@ with :data:`kenv.drivers.hwrng.FAST_FORWARD` on and off).
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, RunUntil, Task, TaskBody
@@ -221,7 +222,7 @@ class HwrngFastForward:
         c0, _, key0 = last
         t0 = c0[T]
         counters, state, _ = snap
-        d = tuple(b - a for a, b in zip(c0, counters))
+        d = tuple(map(operator.sub, counters, c0))
         if (d[T] <= 0 or d[EXEC] != d[BUSY] or d[NVCSW] != 1 or d[NIVCSW] != 0 or d[NR_SWITCHES] != 1
                 or d[WAITS] != 1 or (d[CONSUMED] and key0[0][0] is None)):
             return snap   # not one sleep with nothing else on the CPU (or the kthread's loop)
@@ -285,7 +286,7 @@ class HwrngFastForward:
                     reps = min(reps, (rng.word_time(fifo[2] + 1) - 1 - base) // c.d[T])
                 reps = max(1, reps)
             plan.add(c, reps)
-            key = (c.state, self._phase(k, plan.B(plan.n)))
+            key = nkey if reps == 1 else (c.state, self._phase(k, plan.B(plan.n)))
         # land on the cycle after the known ones: its wakeup must be known too
         landing = table.get(key)
         if not landing or len({c.woff for c in landing}) != 1:
