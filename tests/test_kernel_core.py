@@ -6,6 +6,7 @@ include/linux/jiffies.h, kernel/rcu/tree_stall.h), not from the simulator.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -496,7 +497,8 @@ def test_a_task_preempted_before_its_switch_in_is_not_charged():
 def test_a_cpu_nothing_used_is_built_on_first_use():
     """A kernel's CPUs (RunQueues) are built when first asked for, each with
     CPU()'s initial values and kept from then on; iteration and len() cover
-    all nr_cpus; a CPU out of range is an IndexError, as a list's."""
+    all nr_cpus; a CPU number outside 0..nr_cpus-1 is an IndexError; any
+    integer type indexes, as in a list."""
     from kenv.kernel.core import CPU
 
     k = Kernel(Engine(), nr_cpus=96, hz=1000, preempt="voluntary", costs=COSTS)
@@ -513,5 +515,8 @@ def test_a_cpu_nothing_used_is_built_on_first_use():
         k.cpus[96]
     with pytest.raises(IndexError):
         k.cpus[-1]
+    assert k.cpus[np.int64(9)] is k.cpus[9] and type(k.cpus[9]) is CPU
+    with pytest.raises(TypeError):
+        k.cpus["9"]
     assert len(k.cpus) == 96 and [c.id for c in k.cpus] == list(range(96))
     assert k.cpus[7] is rq and k.cpus[7].irq_until == 5      # iterating kept what was built

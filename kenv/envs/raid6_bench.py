@@ -136,7 +136,8 @@ class _Raid6Episode:
         t0 = int(rng.integers(0, k.TICK_NSEC))
         self.r6 = Raid6Subsystem(k, plat, cpu=cpu, kernel_version=kernel, load=scenario["load"],
                                  interval_us=int(scenario["cyclictest_interval_us"]), t0=t0)
-        self.r6.on_progress = k.engine.request_stop   # a step is one window (the runs are steps)
+        # a step ends with its benchmark window (the engine runs only inside steps)
+        self.r6.on_progress = k.engine.request_stop
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, hz)
                           + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)))

@@ -32,6 +32,7 @@ ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable
 
@@ -239,7 +240,8 @@ class RunQueues(dict):
     host whose workload runs on two of its CPUs builds two (a reset builds two
     hosts).  A CPU nobody has asked for is idle with :class:`CPU`'s initial
     values, which is what it gets when it is asked for.  Iterating and
-    ``len()`` cover every CPU, 0 .. nr_cpus - 1 (and build them all)."""
+    ``len()`` cover every CPU, 0 .. nr_cpus - 1 (and build them all); a CPU
+    number outside that range is an IndexError (negative ones too)."""
 
     __slots__ = ("nr_cpus",)
 
@@ -248,9 +250,10 @@ class RunQueues(dict):
         self.nr_cpus = nr_cpus
 
     def __missing__(self, cpu: int) -> CPU:
-        if type(cpu) is not int or not 0 <= cpu < self.nr_cpus:
+        i = operator.index(cpu)   # any integer, as a list index (a TypeError otherwise)
+        if not 0 <= i < self.nr_cpus:
             raise IndexError(f"cpu {cpu!r} out of range 0..{self.nr_cpus - 1}")
-        rq = self[cpu] = CPU(cpu)
+        rq = self[i] = CPU(i)
         return rq
 
     def __iter__(self):
