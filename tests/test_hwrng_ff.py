@@ -292,8 +292,6 @@ def test_words_of_a_read_across_step_ends_skipped_exactly(monkeypatch, bs, waits
         assert a == b, f"step {i} differs"
 
 
-
-
 def test_spin_total_counts_the_spin_in_progress(monkeypatch):
     """Bcm2835Rng.spin_ns_total() is spin_ns_now() summed over comms, the spin
     in progress included (what an env's step reads for its spin component):

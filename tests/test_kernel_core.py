@@ -362,7 +362,6 @@ def test_engine_quiet_through_only_when_no_event_comes_first():
     assert seen[-1] is False                             # a stop test could end the run first
 
 
-
 def test_engine_request_stop_ends_the_run_after_that_event():
     """Engine.request_stop() from an event ends run() right after it, as a stop
     test turning true there would: the clock stays at that event, later events
@@ -385,6 +384,7 @@ def test_engine_request_stop_ends_the_run_after_that_event():
     assert e.now == 110 and e.peek() == 200              # (the first advance moved the clock)
     e.run(until=1_000)
     assert seen[-1] == "at 200" and e.now == 1_000
+
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.integers(1, 30_000), st.just(10_000_000)),

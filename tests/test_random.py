@@ -342,7 +342,8 @@ def _qperf_internals(pair) -> tuple:
             (fp.count, fp.irqs, fp.counted, fp.credited, fp.mixes, fp.last, fp.scheduled),
             (ep.refills, ep.cold_qperf, ep.cold_netrx, ep.msgs_received, ep.last_irq_t),
             (ep.task.vruntime, ep.task.sum_exec_runtime, ep.task.nvcsw, ep.task.nivcsw),
-            tuple((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, t.woken_ns, t.woken_vruntime) for t in workers),
+            tuple((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, t.woken_ns, t.woken_vruntime)
+                  for t in workers),
             (rq.nr_switches, rq.busy_ns, rq.min_vruntime)))
     return tuple(out)
 
