@@ -384,7 +384,8 @@ class HwrngFastForward:
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
         w = size // 4
-        if rng.produced(rng.quiet_until - 3 * r - c) - rng.produced(now + r) < w:
+        n_first = rng.produced(now + r) + 1          # the generator's index of the first word
+        if rng.produced(rng.quiet_until - 3 * r - c) - n_first + 1 < w:
             return None  # not one whole read before the step's end, whatever the horizon (below)
         cpus = [task.cpu]
         kthread = core.hwrng_fill
@@ -397,7 +398,6 @@ class HwrngFastForward:
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
             return None
-        n_first = rng.produced(now + r) + 1          # the generator's index of the first word
         # read q ends with its last word: landing + status + data read + copy
         landed = rng.produced(horizon - 3 * r - c) - n_first + 1
         q = landed // w

@@ -358,7 +358,8 @@ class IrqRandomness:
         """Change the strategy (an environment decides it per step).  A mix
         already in flight completes the way it was scheduled; the next one
         uses the new strategy."""
-        self.deferral = check_deferral(deferral)
+        if deferral != self.deferral:      # (every step: an unchanged one needs no check)
+            self.deferral = check_deferral(deferral)
 
     def _schedule_mix(self, fp: fast_pool) -> None:
         k = self.k

@@ -77,8 +77,7 @@ class QperfSubsystem:
 
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
-            if r.deferral != deferral:
-                r.set_deferral(deferral)
+            r.set_deferral(deferral)
         mixes0 = self.mixes()
         # qperf runs on across steps; a step is the next step_ns of it
         (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns)

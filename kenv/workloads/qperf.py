@@ -949,10 +949,10 @@ class QperfPair:
         """(kworker, its vruntime after the trigger round trip ``m`` rounds on
         from now, each with steady deltas ``d``) when the kworker replays
         ``kw`` -- recorded where the sleeper credit placed it (_trigger_start):
-        its vruntime then ``dv`` above that round trip's floor, of which
-        ``run`` it gained running and ``place`` the floor's rise by its wakeup.
-        Placed by the credit again (its own vruntime not above the floor at the
-        wakeup): floor + dv.  Placed at its own vruntime instead (early in a
+        at its wakeup ``place`` above that round trip's floor (the floor's rise
+        by then), and ``run`` more by the round trip's end.  Placed by the
+        credit again (its own vruntime not above the floor at the wakeup):
+        floor + place + run.  Placed at its own vruntime instead (early in a
         boot, while ``min_vruntime`` is below half a latency), the round trip is
         the same if the kworker, woken once, stays more than the wakeup
         granularity behind qperf and ``min_vruntime`` all along: then it wakes
@@ -963,11 +963,11 @@ class QperfPair:
         if w.state != TASK_SLEEPING:
             return None
         k = ep.k
-        dv, _, dnvcsw, _, place, run = kw
+        place, run, _, dnvcsw, _ = kw
         min_vr = k.cpus[ep.cpu].min_vruntime + m * d[6]
         floor = min_vr - k.sysctl_sched_latency // 2
         if w.vruntime <= floor + place:
-            return w, floor + dv
+            return w, floor + place + run
         gran = k.sysctl_sched_wakeup_granularity * NICE_0_LOAD // w.weight
         if dnvcsw == 1 and w.vruntime + run + gran < min(min_vr, ep.task.vruntime + m * d[0]):
             self.own_placement_replays += 1
@@ -1189,8 +1189,8 @@ class QperfPair:
             if w.woken_ns is None or w.woken_ns < t0:
                 return     # (woken in this round trip: woken_vruntime is its placement here)
             mix_offs.append(ep.last_mix[0] - t0)
-            kw.append((w.vruntime - floor, w.sum_exec_runtime - exec0, w.nvcsw - nvcsw0, w.nivcsw - nivcsw0,
-                       w.woken_vruntime - floor, w.vruntime - w.woken_vruntime))
+            kw.append((w.woken_vruntime - floor, w.vruntime - w.woken_vruntime,
+                       w.sum_exec_runtime - exec0, w.nvcsw - nvcsw0, w.nivcsw - nivcsw0))
         d = tuple(tuple(b - a for a, b in zip(s0, s1)) for s0, s1 in zip(snap.state, self._state()))
         rec = (t - t0, d, toffs, tuple(mix_offs), tuple(kw),
                tuple((ep.cold_qperf, ep.cold_netrx) for ep in eps),
@@ -1603,7 +1603,7 @@ class QperfPair:
         """Where the kworker of a trigger round trip ran its work: its CPU
         time, switches and vruntime (``v_end``, _kworker_after), then
         mix_interrupt_randomness() as worker_thread() calls it."""
-        _, dexec, dnvcsw, dnivcsw, _, run = kw
+        _, run, dexec, dnvcsw, dnivcsw = kw
         w.woken_ns = t_woken
         w.woken_vruntime = v_end - run
         w.vruntime = v_end
