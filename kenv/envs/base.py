@@ -24,6 +24,10 @@ from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix
 
 
+#: the default of each reward component a step does not report
+_ZEROS = (0.0,) * len(COMPONENTS)
+
+
 def one_hot(index: int, n: int) -> list[float]:
     v = [0.0] * n
     if 0 <= index < n:
@@ -82,10 +86,12 @@ class KenvEnv(gym.Env):
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        # the bounds as floats, for _obs's clip (clipping in float64 first keeps the
-        # float32 value inside the Box: rounding to float32 is monotonic)
-        self._obs_low = [float(r[1]) for r in self.obs_rows]
-        self._obs_high = [float(r[2]) for r in self.obs_rows]
+        # the bounds of the episode's rows (OBS_ROWS) as floats, for _obs's clip
+        # (clipping in float64 first keeps the float32 value inside the Box:
+        # rounding to float32 is monotonic); the previous-action rows after them
+        # are 0 or 1 by construction
+        self._obs_low = [float(r[1]) for r in self.obs_rows[:len(self.OBS_ROWS)]]
+        self._obs_high = [float(r[2]) for r in self.obs_rows[:len(self.OBS_ROWS)]]
         self._episode = None
         self._prev_feats: dict = {}
         self._scenario: dict | None = None
@@ -192,8 +198,8 @@ class KenvEnv(gym.Env):
         m = self._episode.step(self._episode_action(a))
         if self._timeline is not None:
             self._timeline.end_step(a)
-        get = m.get
-        values = [float(get(c, 0.0)) for c in COMPONENTS]
+        # the components in COMPONENTS order (map: no Python frame per entry)
+        values = list(map(float, map(m.get, COMPONENTS, _ZEROS)))
         comps = dict(zip(COMPONENTS, values))
         reward = self.profile.reward_of(values)
         self._last = m
@@ -250,22 +256,25 @@ class KenvEnv(gym.Env):
 
     # ------------------------------------------------------------- helpers
     def _info(self, m: Mapping, comps: Mapping | None) -> dict:
-        info = {"scenario": dict(self._scenario or {}), "profile": self.profile.name}
-        if comps is not None:
-            info["reward_components"] = comps  # a new dict every step
-            info["action_name"] = self._index_label(self._last_action)
-        info.update(self._episode.info() if self._episode is not None else {})
-        raw = m.get("raw") if m else None
-        if raw:
-            info.update(raw)
-        return info
+        # one dict display: cheaper than a dict and update() per part, every step
+        ep = self._episode
+        if comps is None:    # reset()
+            return {"scenario": dict(self._scenario or {}), "profile": self.profile.name,
+                    **(ep.info() if ep is not None else {})}
+        return {"scenario": self._scenario.copy(), "profile": self.profile.name,
+                "reward_components": comps,  # a new dict every step
+                "action_name": self._index_label(self._last_action),
+                **ep.info(), **(m.get("raw") or {})}
 
     def _obs(self) -> np.ndarray:
-        values = self._episode.observation() + self._prev_action_features()
-        # clipped into the Box in Python: on a list this short, cheaper than
-        # np.maximum and np.minimum on the array (their per-call cost dominates)
+        # The episode's entries clipped into the Box in Python: on a list this
+        # short, cheaper than np.maximum and np.minimum on the array (their
+        # per-call cost dominates, with caches cold as they are in a step).  The
+        # previous-action one-hot that follows them is 0 or 1 by construction.
+        # (zip ends with the episode's entries: the bounds lists hold only theirs.)
         return np.array([lo if x < lo else hi if x > hi else x
-                         for x, lo, hi in zip(values, self._obs_low, self._obs_high)], dtype=np.float32)
+                         for x, lo, hi in zip(self._episode.observation(), self._obs_low, self._obs_high)]
+                        + self._prev_action_features(), dtype=np.float32)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError

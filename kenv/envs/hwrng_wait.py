@@ -142,8 +142,12 @@ def pool_info(pool: InputPool) -> dict:
             "crng_ready_s": None if pool.ready_ns is None else pool.ready_ns / NSEC_PER_SEC}
 
 
+def rcu_stall_info(k: Kernel) -> list[dict]:
+    return [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls] if k.rcu_stalls else []
+
+
 def kernel_info(k: Kernel) -> dict:
-    return {"rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls], "bugs": list(k.bugs)}
+    return {"rcu_stalls": rcu_stall_info(k), "bugs": list(k.bugs)}
 
 
 class _HwrngEpisode:

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
-from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, kernel_info, pool_info
+from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, pool_info, rcu_stall_info
 from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
 from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, resolve_machine
 
@@ -111,8 +111,8 @@ class _KernelEpisode:
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
-                **self.hw.info(), **self.r6.info(), **pool_info(self.pool), **kernel_info(self.k),
-                "bugs": self.q.bug_reports()}
+                **self.hw.info(), **self.r6.info(), **pool_info(self.pool),
+                "rcu_stalls": rcu_stall_info(self.k), "bugs": self.q.bug_reports()}
 
 
 class KernelEnv(KenvEnv):
