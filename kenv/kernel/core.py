@@ -761,6 +761,16 @@ class Kernel:
                         return
                 elif not self.preemptible and rq.qs_stretch_start is None:
                     self._rcu_stretch_begin(rq)
+                if not rq.need_resched:
+                    # _start_chunk, _finish_chunk and _charge in one, for a chunk
+                    # that is the engine's next event (nothing can preempt it or
+                    # steal from it on the way): it runs ``ns``
+                    ns = req.ns
+                    now = engine.now
+                    irq_until = rq.irq_until
+                    if engine.advance((now if now >= irq_until else irq_until) + ns):
+                        self._update_curr(p, rq, ns)
+                        continue
                 p._chunk = "run"
                 p._remaining = req.ns
                 p._user = req.user
@@ -769,11 +779,23 @@ class Kernel:
                     continue
                 return
             if cls is RunUntil:
-                if req.t <= engine.now:
+                t = req.t
+                now = engine.now
+                if t <= now:
                     value = 0
                     continue
                 if not self.preemptible and rq.qs_stretch_start is None:
                     self._rcu_stretch_begin(rq)
+                if not rq.need_resched:
+                    # the same for a spin to ``t``: it runs from the CPU's
+                    # interrupts' end (or now) to ``t``, and that is its value
+                    irq_until = rq.irq_until
+                    t0 = now if now >= irq_until else irq_until
+                    end = t if t > t0 else t0
+                    if engine.advance(end):
+                        value = end - t0
+                        self._update_curr(p, rq, value)
+                        continue
                 p._chunk = "spin"
                 p._spin_until = req.t
                 p._spin_cpu = 0
@@ -834,11 +856,16 @@ class Kernel:
         ran = self.engine.now - p._chunk_start - p._chunk_stolen
         if ran < 0:
             ran = 0
-        p.sum_exec_runtime += ran
-        self.cpus[p.cpu].busy_ns += ran
-        if not p.is_rt:
-            p.vruntime += ran * NICE_0_LOAD // p.weight
+        self._update_curr(p, self.cpus[p.cpu], ran)
         return ran
+
+    @staticmethod
+    def _update_curr(p: Task, rq: CPU, delta_exec: int) -> None:
+        """update_curr(): ``p`` ran ``delta_exec`` ns on ``rq``."""
+        p.sum_exec_runtime += delta_exec
+        rq.busy_ns += delta_exec
+        if not p.is_rt:
+            p.vruntime += delta_exec * NICE_0_LOAD // p.weight
 
     def _stop_chunk(self, p: Task) -> None:
         """Preempted mid-chunk: keep what is left for when it runs again.
