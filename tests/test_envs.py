@@ -282,6 +282,30 @@ def test_a_kernel_bug_ends_the_episode_and_info_says_so():
     assert not term and info["bugs"] == []
 
 
+@pytest.mark.parametrize("env_id", ["kenv/RandomMix-v0", "kenv/Kernel-v0"])
+def test_info_reports_both_hosts_bugs_and_stalls_in_new_lists(env_id):
+    """The qperf envs' info lists the client's, then the server's BUG reports
+    and RCU stalls (Kernel-v0's stalls: its one machine, the client), and
+    mutating what a step returned leaves the kernels' own lists alone."""
+    from kenv.kernel.core import RcuStall
+
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    client, server = (h.k for h in env._episode.q.wl.hosts)
+    client.bugs.append("BUG: client")
+    server.bugs.append("BUG: server")
+    client.rcu_stalls.append(RcuStall(t_ns=2_000_000_000, cpu=3, t_jiffies=21000, task="a"))
+    server.rcu_stalls.append(RcuStall(t_ns=3_000_000_000, cpu=5, t_jiffies=21000, task="b"))
+    _, _, _, _, info = env.step(env.action_space.sample())
+    assert info["bugs"][-2:] == ["BUG: client", "BUG: server"]
+    stalls = [(s["t_s"], s["cpu"]) for s in info["rcu_stalls"]]
+    assert stalls == ([(2.0, 3), (3.0, 5)] if env_id == "kenv/RandomMix-v0" else [(2.0, 3)])
+    info["bugs"].clear()
+    info["rcu_stalls"].clear()
+    assert client.bugs[-1] == "BUG: client" and server.bugs[-1] == "BUG: server"
+    assert len(client.rcu_stalls) == 1 and len(server.rcu_stalls) == 1
+
+
 def test_randommix_timer_beats_workqueue_on_latency_every_size():
     env = gym.make("kenv/RandomMix-v0")
     for size in ("4K", "1024K"):
