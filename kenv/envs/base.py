@@ -46,6 +46,15 @@ KERNEL_CONFIG_ROWS = [
 ]
 
 
+def rcu_stall_info(*kernels) -> list[dict]:
+    """The RCU stall reports of ``kernels``, in that order, as an env's info lists them."""
+    out: list[dict] = []
+    for k in kernels:
+        if k.rcu_stalls:    # (no comprehension for the usual none: every step)
+            out += [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls]
+    return out
+
+
 def log_latency(us: float) -> float:
     """Latency cost on a log scale: log10(1 + us) / 6 (1 s -> 1.0, 10 us -> 0.17)."""
     return math.log10(1.0 + max(0.0, us)) / 6.0
@@ -257,14 +266,12 @@ class KenvEnv(gym.Env):
     # ------------------------------------------------------------- helpers
     def _info(self, m: Mapping, comps: Mapping | None) -> dict:
         # one dict display: cheaper than a dict and update() per part, every step
-        ep = self._episode
         if comps is None:    # reset()
-            return {"scenario": dict(self._scenario or {}), "profile": self.profile.name,
-                    **(ep.info() if ep is not None else {})}
+            return {"scenario": self._scenario.copy(), "profile": self.profile.name, **self._episode.info()}
         return {"scenario": self._scenario.copy(), "profile": self.profile.name,
                 "reward_components": comps,  # a new dict every step
                 "action_name": self._index_label(self._last_action),
-                **ep.info(), **(m.get("raw") or {})}
+                **self._episode.info(), **(m.get("raw") or {})}
 
     def _obs(self) -> np.ndarray:
         # The episode's entries clipped into the Box in Python: on a list this

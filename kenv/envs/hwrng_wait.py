@@ -17,7 +17,7 @@ from ..kernel.core import PREEMPT_MODELS, Kernel, Task
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot, rcu_stall_info
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: a step ends when the reader's read(2) returns, or after this much simulated time
@@ -140,10 +140,6 @@ class HwrngSubsystem:
 def pool_info(pool: InputPool) -> dict:
     return {"crng_init": pool.crng_init, "bits_credited_total": pool.init_bits,
             "crng_ready_s": None if pool.ready_ns is None else pool.ready_ns / NSEC_PER_SEC}
-
-
-def rcu_stall_info(k: Kernel) -> list[dict]:
-    return [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls] if k.rcu_stalls else []
 
 
 def kernel_info(k: Kernel) -> dict:

@@ -14,8 +14,8 @@ from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
-from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, pool_info, rcu_stall_info
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot, rcu_stall_info
+from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, pool_info
 from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
 from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, resolve_machine
 

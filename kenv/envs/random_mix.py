@@ -16,7 +16,7 @@ from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..workloads.qperf import (
     QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
 )
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, rcu_stall_info
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
@@ -93,13 +93,12 @@ class QperfSubsystem:
     def info(self) -> dict:
         a, b = self._pools
         ka, kb = self._kernels
-        stalls = ka.rcu_stalls + kb.rcu_stalls
         return {"msg_size": self.msg_size_label, "crng_init": [a.crng_init, b.crng_init],
                 "bits_credited_total": [a.init_bits, b.init_bits],
                 "crng_ready_s": [None if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
                                  None if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC],
                 "bugs": ka.bugs + kb.bugs,
-                "rcu_stalls": [{"t_s": s.t_s, "cpu": s.cpu} for s in stalls] if stalls else []}
+                "rcu_stalls": rcu_stall_info(ka, kb)}
 
 
 def resolve_machine(scenario: dict):
