@@ -79,6 +79,7 @@ with :data:`kenv.drivers.hwrng.FAST_FORWARD` on and off).
 from __future__ import annotations
 
 import operator
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, RunUntil, Task, TaskBody
@@ -99,6 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: the counters a skipped cycle adds (everything but the clocks)
 _ADDED = (EXEC, VRUNTIME, NVCSW, NIVCSW, NR_SWITCHES, BUSY, WAITS, CONSUMED, TO_USER, READS,
           READ_BYTES)
+assert _ADDED == tuple(range(EXEC, READ_BYTES + 1))   # _Skip._apply adds them as a slice
 #: learned cycles kept per start (different FIFO inputs give different cycles)
 MAX_RECORDS = 8
 #: status reads recorded per cycle; a longer one is not learned
@@ -112,10 +114,13 @@ class _Cycle:
     rng_buffer's data_avail), ``events`` its RNG_STATUS reads as (offset,
     words seen, words taken), ``wait_ns`` its wait's duration (for wait_log)."""
 
-    __slots__ = ("d", "woff", "state", "events", "wait_ns")
+    __slots__ = ("d", "woff", "state", "events", "wait_ns", "dadd", "empty")
 
     def __init__(self, d, woff, state, events, wait_ns):
         self.d, self.woff, self.state, self.events, self.wait_ns = d, woff, state, events, wait_ns
+        self.dadd = [d[f] for f in _ADDED]    # the counters it adds, in _ADDED's order
+        #: it took nothing and every status read saw an empty FIFO
+        self.empty = not d[CONSUMED] and all(seen == 0 for _, seen, _ in events)
 
     def same(self, other: "_Cycle") -> bool:
         return (self.d, self.woff, self.state, self.events, self.wait_ns) == \
@@ -262,7 +267,7 @@ class HwrngFastForward:
             known = table.get(key)
             if not known:
                 break
-            base = plan.B(plan.n)
+            base = plan.end
             match = None
             for c in known:     # the one cycle whose status reads see what the FIFO will hold
                 if base + c.d[T] > horizon or (no_reads and c.d[READS]):
@@ -286,7 +291,7 @@ class HwrngFastForward:
                     reps = min(reps, (rng.word_time(fifo[2] + 1) - 1 - base) // c.d[T])
                 reps = max(1, reps)
             plan.add(c, reps)
-            key = nkey if reps == 1 else (c.state, self._phase(k, plan.B(plan.n)))
+            key = nkey if reps == 1 else (c.state, self._phase(k, plan.end))
         # land on the cycle after the known ones: its wakeup must be known too
         landing = table.get(key)
         if not landing or len({c.woff for c in landing}) != 1:
@@ -296,7 +301,7 @@ class HwrngFastForward:
             landing = None
         if landing is not None:
             plan.wake_of_next(landing[0].woff)
-        if plan.n >= 2 and plan.W(plan.n + 1) > horizon:
+        if plan.n >= 2 and plan.end + plan._next_woff > horizon:    # W(n + 1)
             plan.drop_last()         # the skipped cycles are counted at the wakeup: before the horizon
         j = plan.n + 1
         if j < 2:
@@ -325,20 +330,23 @@ class HwrngFastForward:
         something else than when it was measured."""
         rng = self.rng
         level, t_ref, p_ref = fifo
-        if not level and not c.d[CONSUMED] and all(seen == 0 for _, seen, _ in c.events):
+        if not level and c.empty:
             # empty all along unless a word lands: its last read, at base + dt, decides
             if rng.t_start is None or base + c.d[T] < rng.word_time(p_ref + 1):
                 return fifo
             return None
-        produced = rng.produced
         cap = rng.params.fifo_words
+        t_start, rate = rng.t_start, rng.params.word_rate_hz   # (Bcm2835Rng.produced, inline)
         for off, seen, taken in c.events:
             t = base + off
-            avail = min(cap, level + produced(t) - p_ref)
+            p = 0 if t_start is None or t <= t_start else (t - t_start) * rate // NSEC_PER_SEC
+            avail = level + p - p_ref
+            if avail > cap:
+                avail = cap
             if avail != seen:
                 return None
             if taken:
-                level, t_ref, p_ref = avail - taken, t, produced(t)
+                level, t_ref, p_ref = avail - taken, t, p
         return level, t_ref, p_ref
 
 
@@ -384,8 +392,9 @@ class HwrngFastForward:
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
         w = size // 4
-        n_first = rng.produced(now + r) + 1          # the generator's index of the first word
-        if rng.produced(rng.quiet_until - 3 * r - c) - n_first + 1 < w:
+        produced = rng.produced
+        n_first = produced(now + r) + 1          # the generator's index of the first word
+        if produced(rng.quiet_until - 3 * r - c) - n_first + 1 < w:
             return None  # not one whole read before the step's end, whatever the horizon (below)
         cpus = [task.cpu]
         kthread = core.hwrng_fill
@@ -396,10 +405,10 @@ class HwrngFastForward:
                 cpus.append(kthread.cpu)   # it sleeps on a timer of its CPU's base
         horizon = self._horizon(k, cpus)
         # the status read that starts now must find the FIFO empty
-        if rng.words_available(now + r):
+        if rng._level_ref + n_first - 1 - produced(rng._t_ref) > 0:    # words_available(now + r)
             return None
         # read q ends with its last word: landing + status + data read + copy
-        landed = rng.produced(horizon - 3 * r - c) - n_first + 1
+        landed = produced(horizon - 3 * r - c) - n_first + 1
         q = landed // w
         if max_reads is not None:
             q = min(q, max_reads)
@@ -409,7 +418,7 @@ class HwrngFastForward:
         cap = None
         R = rng.recheck_at
         if R is not None and R > now and q >= 1:
-            i = rng.produced(R) + 1 - n_first            # the first word landing after R
+            i = produced(R) + 1 - n_first            # the first word landing after R
             if 0 <= i < q * w and (now + r if i == 0 else rng.word_time(n_first + i - 1) + 4 * r + c) < R:
                 if R + r >= rng.word_time(n_first + i):
                     q = i // w       # not followed here: stop before that word's read
@@ -430,11 +439,13 @@ class _Plan:
         self.t0 = t0
         self.runs: list[tuple[_Cycle, int, int, int]] = []   # (cycle, count, first n, B(first n - 1))
         self.n = 0
+        self.end = t0              # B(n): where the known cycles end
         self._next_woff: int | None = None
 
     def add(self, cycle: _Cycle, count: int) -> None:
-        self.runs.append((cycle, count, self.n + 1, self.B(self.n)))
+        self.runs.append((cycle, count, self.n + 1, self.end))
         self.n += count
+        self.end += count * cycle.d[T]
         self._next_woff = None
 
     def drop_last(self) -> None:
@@ -443,6 +454,7 @@ class _Plan:
         if count > 1:
             self.runs.append((cycle, count - 1, first, start))
         self.n -= 1
+        self.end -= cycle.d[T]
         self._next_woff = cycle.woff
 
     def wake_of_next(self, woff: int) -> None:
@@ -456,6 +468,8 @@ class _Plan:
         raise IndexError(n)
 
     def B(self, n: int) -> int:
+        if n == self.n:
+            return self.end
         if n == 0:
             return self.t0
         for cycle, count, first, start in reversed(self.runs):
@@ -485,9 +499,17 @@ class _Plan:
             if lo > hi:
                 continue
             m = hi - lo + 1
-            for i, f in enumerate(_ADDED):
-                out[i] += m * cycle.d[f]
+            add = cycle.dadd if m == 1 else map(operator.mul, cycle.dadd, repeat(m))
+            out = list(map(operator.add, out, add))
         return out
+
+    def last_consuming(self, a: int, n: int) -> tuple[int, _Cycle]:
+        """(B(m-1), cycle m) for the last cycle m in a+1 .. n that takes words (there must be one)."""
+        for cycle, count, first, start in reversed(self.runs):
+            lo, hi = max(a + 1, first), min(n, first + count - 1)
+            if lo <= hi and cycle.d[CONSUMED]:
+                return start + (hi - first) * cycle.d[T], cycle
+        raise ValueError(f"no cycle in {a + 1}..{n} takes words")
 
     def each(self, a: int, n: int):
         """(n, B(n-1), cycle) for the cycles a+1 .. n that take words (one per run otherwise)."""
@@ -705,12 +727,16 @@ class _Skip:
             core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + to_user
             core.reads_returned(comm, reads, read_bytes)
             # the FIFO as the last skipped consumption left it
-            for c, base, cycle in plan.each(a, n):
-                for off, seen, taken in cycle.events:
-                    if taken:
-                        rng._t_ref, rng._level_ref = base + off, seen - taken
-                        if rng.read_log is not None:
+            if rng.read_log is not None:
+                for c, base, cycle in plan.each(a, n):
+                    for off, seen, taken in cycle.events:
+                        if taken:
                             rng.read_log.append((base + off, taken, comm))
+            base, cycle = plan.last_consuming(a, n)
+            for off, seen, taken in reversed(cycle.events):
+                if taken:
+                    rng._t_ref, rng._level_ref = base + off, seen - taken
+                    break
             if rng.consumed_words > rng.produced(self.k.now):  # pragma: no cover - by construction
                 raise RuntimeError("bcm2835 rng delivered more words than it generated")
         # the frames of the read(2) in progress and rng_buffer, as at the end of cycle n
@@ -722,10 +748,10 @@ class _Skip:
         if rng.wait_log is not None:
             for c, base, cycle in plan.each(a, n):
                 rng.wait_log.append((comm, base, base + cycle.wait_ns))
-        for i, f in enumerate(_ADDED):
-            self.counters[f] += add[i]
-        self.counters[T] = plan.B(n)
-        self.counters[WOKEN] = plan.W(n)
+        counters = self.counters
+        counters[EXEC:] = map(operator.add, counters[EXEC:], add)    # (_ADDED: EXEC onwards)
+        counters[T] = plan.B(n)
+        counters[WOKEN] = plan.W(n)
         self.ff.polls_skipped += n - a
         self.applied = n
 
