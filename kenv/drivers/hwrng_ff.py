@@ -114,17 +114,15 @@ class _Cycle:
     rng_buffer's data_avail), ``events`` its RNG_STATUS reads as (offset,
     words seen, words taken), ``wait_ns`` its wait's duration (for wait_log)."""
 
-    __slots__ = ("d", "woff", "state", "events", "wait_ns", "dadd", "empty")
+    __slots__ = ("d", "woff", "state", "events", "wait_ns", "key", "dadd", "empty")
 
     def __init__(self, d, woff, state, events, wait_ns):
         self.d, self.woff, self.state, self.events, self.wait_ns = d, woff, state, events, wait_ns
+        #: everything measured: two cycles with the same key are the same cycle
+        self.key = (d, woff, state, events, wait_ns)
         self.dadd = [d[f] for f in _ADDED]    # the counters it adds, in _ADDED's order
         #: it took nothing and every status read saw an empty FIFO
         self.empty = not d[CONSUMED] and all(seen == 0 for _, seen, _ in events)
-
-    def same(self, other: "_Cycle") -> bool:
-        return (self.d, self.woff, self.state, self.events, self.wait_ns) == \
-            (other.d, other.woff, other.state, other.events, other.wait_ns)
 
 
 class HwrngFastForward:
@@ -237,14 +235,16 @@ class HwrngFastForward:
             if not log or log[-1][0] != task.comm or log[-1][1] != t0:
                 return snap
             wait_ns = log[-1][2] - log[-1][1]
-        cycle = _Cycle(d, counters[WOKEN] - t0, state, tuple((t - t0, seen, taken) for t, seen, taken in events),
-                       wait_ns)
+        measured = (d, counters[WOKEN] - t0, state, tuple((t - t0, seen, taken) for t, seen, taken in events),
+                    wait_ns)
         table = self._learned.setdefault((task, rng.wait), {})
         known = table.setdefault(key0, [])
-        if not any(c.same(cycle) for c in known):
-            if len(known) >= MAX_RECORDS:
-                del known[0]
-            known.append(cycle)
+        for c in known:
+            if c.key == measured:
+                return snap      # known already
+        if len(known) >= MAX_RECORDS:
+            del known[0]
+        known.append(_Cycle(*measured))
         return snap
 
     def _plan(self, task: Task):
