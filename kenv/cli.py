@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")
     b.add_argument("--steps", type=int, default=3000, help="steps per env (default 3000)")
     b.add_argument("--env", action="append", default=None, help="only this env id (repeatable)")
+    b.add_argument("--warmup", type=int, default=None,
+                   help="untimed steps of each env before it is timed (default 1000; 0: a fresh env)")
     _add_common(b)
     b.set_defaults(_run=_bench)
 
@@ -90,7 +92,8 @@ def _bench(args: argparse.Namespace):
 
     if args.steps < 1:
         raise ConfigError("steps", args.steps, "an integer >= 1")
-    return run_bench(steps=args.steps, env_ids=args.env, seed=args.seed)
+    warmup = {} if args.warmup is None else {"warmup": args.warmup}   # (None: run_bench's default)
+    return run_bench(steps=args.steps, env_ids=args.env, seed=args.seed, **warmup)
 
 
 def _train_module():

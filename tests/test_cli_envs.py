@@ -42,6 +42,7 @@ def test_bad_input_exits_2_with_the_field_named(capsys, argv, needle):
 def test_bench_json_keys(capsys):
     out = _json(capsys, ["bench", "--steps", "50", "--env", "kenv/Raid6Bench-v0", "--json"])
     assert out["cartpole_steps_per_s"] > 0
+    assert out["warmup_steps"] == 1000               # the default
     (e,) = out["envs"]
     assert set(e) == {"id", "steps_per_s", "ratio_to_cartpole", "sim_s_per_step"}
     assert e["id"] == "kenv/Raid6Bench-v0" and e["sim_s_per_step"] > 0
@@ -62,7 +63,7 @@ def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
 
     monkeypatch.setattr(bench._Stepper, "chunk", chunk)
     monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
-    out = bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=3)
+    out = bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
     assert calls == [("CartPole-v1", 15), ("kenv/Raid6Bench-v0", 3), ("CartPole-v1", 10),
                      ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
     (e,) = out.envs
@@ -73,4 +74,28 @@ def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
         bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=0)
     with pytest.raises(ConfigError, match="steps"):
         bench.run_bench(steps=0, env_ids=["kenv/Raid6Bench-v0"])
-    assert len(calls) == 6                          # neither bad call measured anything
+    with pytest.raises(ConfigError, match="warmup"):
+        bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], warmup=-1)
+    assert len(calls) == 6                          # no bad call measured anything
+
+
+def test_bench_warms_each_env_up_untimed(monkeypatch):
+    """Each env (and the CartPole beside it) first takes ``warmup`` steps whose
+    rates are not used; the timed chunks follow, and the ratio is theirs."""
+    from kenv.envs import bench
+
+    calls = []
+    rates = iter([1e6, 1.0, 100.0, 10.0, 100.0, 30.0])    # the warm-ups' rates would be 1e-6
+
+    def chunk(self, steps):
+        calls.append((self.env.spec.id, steps))
+        return next(rates), 0.0
+
+    monkeypatch.setattr(bench._Stepper, "chunk", chunk)
+    monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
+    out = bench.run_bench(steps=4, env_ids=["kenv/Raid6Bench-v0"], rounds=2, warmup=50)
+    assert calls == [("CartPole-v1", 50), ("kenv/Raid6Bench-v0", 50), ("CartPole-v1", 10),
+                     ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
+    (e,) = out.envs
+    assert e["ratio_to_cartpole"] == 0.2            # median of 0.1 and 0.3: not the warm-up's 1e-6
+    assert out.to_dict()["warmup_steps"] == 50

@@ -12,6 +12,14 @@ the ratio reported is the median of the chunks' ratios: a burst of load from
 elsewhere on the machine then spoils one chunk's ratio instead of the figure.
 ``steps_per_s`` is the median of the env's chunks, ``cartpole_steps_per_s``
 the median of all CartPole chunks.
+
+Before its timed chunks each env takes ``warmup`` untimed steps (CartPole is
+warmed up too).  The figure is then the rate a training run sees: the
+simulator's fast-forwards learn the steady stretches of a simulation (qperf's
+round trips and mix triggers, the rng's wait cycles) in the first several
+hundred steps of a process, and keep what they learned for every later
+episode, so a fresh process's first thousand steps run slower (RandomMix-v0
+at about two thirds of its later rate).  ``warmup=0`` measures from a fresh env.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from .registration import ENVS
 
 #: alternating chunks per env (see the module doc)
 ROUNDS = 5
+#: untimed steps of each env before its chunks (see the module doc)
+WARMUP = 1000
 
 
 class _Stepper:
@@ -70,12 +80,15 @@ def steps_per_second(env_id: str, steps: int, seed: int = 0, **kwargs) -> tuple[
 class BenchResult:
     cartpole_steps_per_s: float
     envs: list[dict] = field(default_factory=list)
+    warmup_steps: int = 0
 
     def to_dict(self) -> dict:
-        return {"cartpole_steps_per_s": self.cartpole_steps_per_s, "envs": self.envs}
+        return {"cartpole_steps_per_s": self.cartpole_steps_per_s, "envs": self.envs,
+                "warmup_steps": self.warmup_steps}
 
     def format_text(self) -> str:
-        lines = [f"CartPole-v1: {self.cartpole_steps_per_s:,.0f} steps/s (reference, same run)",
+        lines = [f"CartPole-v1: {self.cartpole_steps_per_s:,.0f} steps/s (reference, same run); "
+                 f"each env timed after {self.warmup_steps:,} untimed steps",
                  f"{'env':<22} {'steps/s':>10} {'x CartPole':>11} {'sim s/step':>11}"]
         for e in self.envs:
             lines.append(f"{e['id']:<22} {e['steps_per_s']:>10,.0f} {e['ratio_to_cartpole']:>11.3f} "
@@ -84,23 +97,28 @@ class BenchResult:
 
 
 def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0,
-              rounds: int = ROUNDS) -> BenchResult:
+              rounds: int = ROUNDS, warmup: int = WARMUP) -> BenchResult:
     """``steps`` steps of each env (and 5x as many of CartPole next to it), in
-    ``rounds`` alternating chunks; see the module doc."""
+    ``rounds`` alternating chunks, after ``warmup`` untimed ones; see the module doc."""
     import kenv  # noqa: F401
 
     if not isinstance(steps, int) or steps < 1:
         raise ConfigError("steps", steps, "an integer >= 1")
     if not isinstance(rounds, int) or rounds < 1:
         raise ConfigError("rounds", rounds, "an integer >= 1")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ConfigError("warmup", warmup, "an integer >= 0")
     rounds = min(rounds, steps)   # every chunk at least one step
     ids = env_ids or [e[0] for e in ENVS]
     # warm-up (imports, first-call costs)
     steps_per_second("CartPole-v1", 200, seed)
     all_ref = []
-    out = BenchResult(0.0)
+    out = BenchResult(0.0, warmup_steps=warmup)
     for env_id in ids:
         ref_env, env = _Stepper("CartPole-v1", seed), _Stepper(env_id, seed)
+        if warmup:
+            ref_env.chunk(warmup)
+            env.chunk(warmup)
         ratios, rates, sim_total = [], [], 0.0
         for r in range(rounds):
             n = steps // rounds + (r < steps % rounds)
