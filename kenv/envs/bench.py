@@ -42,8 +42,10 @@ WARMUP = 1000
 class _Stepper:
     """One env, stepped with random actions in timed chunks that go on from each other."""
 
-    def __init__(self, env_id: str, seed: int, **kwargs):
-        self.env = gym.make(env_id, **kwargs)
+    def __init__(self, env_id: str, seed: int, wrapper=None, **kwargs):
+        """``wrapper``: applied to the made env (benchmarks/kernel_decisions.py holds one decision)."""
+        env = gym.make(env_id, **kwargs)
+        self.env = env if wrapper is None else wrapper(env)
         self.env.action_space.seed(seed)
         self.env.reset(seed=seed)
         self.seed = seed

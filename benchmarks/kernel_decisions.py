@@ -1,0 +1,83 @@
+"""What each decision costs inside kenv/Kernel-v0: its step rate with one decision held.
+
+    PYTHONPATH=. python benchmarks/kernel_decisions.py [--steps 600] [--rounds 5]
+
+Kernel-v0 runs the three simulations of the single envs in every step, so its
+rate depends on what each of them is asked to do.  This steps it as ``kenv
+bench`` does (uniformly random actions, resets counted, ``--warmup`` untimed
+steps first, alternating timed chunks with Gymnasium's CartPole-v1 in the same
+process, the median of the chunks' ratios), once with every decision random and then once per choice of
+each decision with that one held and the other two random.  A choice whose
+simulation has little to do shows as a higher ratio: with
+``hwrng_msleep(1000)`` held, for instance, the rng reader sleeps through
+every step, and what is left is the cost of the other two subsystems and of
+the env layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import gymnasium as gym
+
+import kenv  # noqa: F401  (registers the envs)
+from kenv.envs.bench import WARMUP, _Stepper
+from kenv.envs.kernel_env import DIMENSIONS
+
+ENV_ID = "kenv/Kernel-v0"
+
+
+class HoldDecision(gym.ActionWrapper):
+    """Every action with entry ``dim`` replaced by ``choice``."""
+
+    def __init__(self, env, dim: int, choice: int):
+        super().__init__(env)
+        self.dim, self.choice = dim, choice
+
+    def action(self, action):
+        action = action.copy()
+        action[self.dim] = self.choice
+        return action
+
+
+def ratio(steps: int, rounds: int, warmup: int, seed: int, wrapper=None) -> float:
+    """The median over ``rounds`` chunks of Kernel-v0's steps/s over CartPole-v1's."""
+    ref, env = _Stepper("CartPole-v1", seed), _Stepper(ENV_ID, seed, wrapper=wrapper)
+    if warmup:
+        ref.chunk(warmup)
+        env.chunk(warmup)
+    ratios = []
+    for _ in range(rounds):
+        n = max(1, steps // rounds)
+        r, _ = ref.chunk(5 * n)
+        e, _ = env.chunk(n)
+        ratios.append(e / r)
+    ref.close()
+    env.close()
+    return statistics.median(ratios)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=600, help="Kernel-v0 steps per case (default 600)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating chunks per case (default 5)")
+    ap.add_argument("--warmup", type=int, default=WARMUP,
+                    help=f"untimed steps per case first (default {WARMUP}, as kenv bench)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
+        ap.error("--steps and --rounds must be >= 1, --warmup >= 0")
+    names = gym.make(ENV_ID).unwrapped.actions
+    _Stepper("CartPole-v1", args.seed).chunk(200)     # warm-up
+    print(f"{'held':<32} {'x CartPole':>10}")
+    print(f"{'(nothing: all three random)':<32} {ratio(args.steps, args.rounds, args.warmup, args.seed):>10.3f}")
+    for dim, (d, choices) in enumerate(zip(DIMENSIONS, names)):
+        for i, c in enumerate(choices):
+            r = ratio(args.steps, args.rounds, args.warmup, args.seed,
+                      lambda e, dim=dim, i=i: HoldDecision(e, dim, i))
+            print(f"{d + ' = ' + c:<32} {r:>10.3f}")
+
+
+if __name__ == "__main__":
+    main()
