@@ -48,14 +48,13 @@ def test_bench_json_keys(capsys):
     assert e["id"] == "kenv/Raid6Bench-v0" and e["sim_s_per_step"] > 0
 
 
-def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
-    """run_bench measures CartPole and the env in alternating chunks that add up to
-    the steps asked for (5x for CartPole) and reports the median chunk ratio."""
+def _fake_chunks(monkeypatch, rates):
+    """run_bench's chunks replaced: each returns the next of ``rates`` (steps/s;
+    0.001 simulated s per step for a kenv env); the (env id, steps) asked, in order."""
     from kenv.envs import bench
-    from kenv.errors import ConfigError
 
     calls = []
-    rates = iter([100.0, 10.0, 100.0, 30.0, 50.0, 10.0])   # CartPole, env, CartPole, env, ...
+    rates = iter(rates)
 
     def chunk(self, steps):
         calls.append((self.env.spec.id, steps))
@@ -63,6 +62,16 @@ def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
 
     monkeypatch.setattr(bench._Stepper, "chunk", chunk)
     monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
+    return calls
+
+
+def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
+    """run_bench measures CartPole and the env in alternating chunks that add up to
+    the steps asked for (5x for CartPole) and reports the median chunk ratio."""
+    from kenv.envs import bench
+    from kenv.errors import ConfigError
+
+    calls = _fake_chunks(monkeypatch, [100.0, 10.0, 100.0, 30.0, 50.0, 10.0])  # CartPole, env, ...
     out = bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
     assert calls == [("CartPole-v1", 15), ("kenv/Raid6Bench-v0", 3), ("CartPole-v1", 10),
                      ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
@@ -84,15 +93,8 @@ def test_bench_warms_each_env_up_untimed(monkeypatch):
     rates are not used; the timed chunks follow, and the ratio is theirs."""
     from kenv.envs import bench
 
-    calls = []
-    rates = iter([1e6, 1.0, 100.0, 10.0, 100.0, 30.0])    # the warm-ups' rates would be 1e-6
-
-    def chunk(self, steps):
-        calls.append((self.env.spec.id, steps))
-        return next(rates), 0.0
-
-    monkeypatch.setattr(bench._Stepper, "chunk", chunk)
-    monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
+    # the warm-ups' rates would give 1e-6
+    calls = _fake_chunks(monkeypatch, [1e6, 1.0, 100.0, 10.0, 100.0, 30.0])
     out = bench.run_bench(steps=4, env_ids=["kenv/Raid6Bench-v0"], rounds=2, warmup=50)
     assert calls == [("CartPole-v1", 50), ("kenv/Raid6Bench-v0", 50), ("CartPole-v1", 10),
                      ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
