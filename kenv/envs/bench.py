@@ -14,12 +14,13 @@ elsewhere on the machine then spoils one chunk's ratio instead of the figure.
 the median of all CartPole chunks.
 
 Before its timed chunks each env takes ``warmup`` untimed steps (CartPole is
-warmed up too).  The figure is then the rate a training run sees: the
-simulator's fast-forwards learn the steady stretches of a simulation (qperf's
-round trips and mix triggers, the rng's wait cycles) in the first several
-hundred steps of a process, and keep what they learned for every later
-episode, so a fresh process's first thousand steps run slower (RandomMix-v0
-at about two thirds of its later rate).  ``warmup=0`` measures from a fresh env.
+warmed up too).  The figure is then the rate a training run sees: qperf's
+fast-forward learns the steady round trips and mix triggers of a machine in the
+first several hundred steps of a process and keeps them for every later episode
+(the rng's learns its wait cycles within each episode), so a fresh process's
+first steps do more work (seed 0: RandomMix-v0's first 750 execute about a fifth
+more bytecodes per step than its later ones, Kernel-v0's first 250 a sixth
+more).  ``warmup=0`` measures from a fresh env.
 """
 
 from __future__ import annotations
