@@ -1,15 +1,15 @@
 """What each decision costs inside kenv/Kernel-v0: its step rate with one decision held.
 
-    PYTHONPATH=. python benchmarks/kernel_decisions.py [--steps 600] [--rounds 5]
+    PYTHONPATH=. python benchmarks/kernel_decisions.py [--steps 600] [--rounds 5] [--warmup 1000]
 
 Kernel-v0 runs the three simulations of the single envs in every step, so its
 rate depends on what each of them is asked to do.  This steps it as ``kenv
 bench`` does (uniformly random actions, resets counted, ``--warmup`` untimed
 steps first, alternating timed chunks with Gymnasium's CartPole-v1 in the same
-process, the median of the chunks' ratios), once with every decision random and then once per choice of
-each decision with that one held and the other two random.  A choice whose
-simulation has little to do shows as a higher ratio: with
-``hwrng_msleep(1000)`` held, for instance, the rng reader sleeps through
+process, the median of the chunks' ratios), once with every decision random,
+then once per choice of each decision with that one held and the other two
+random.  A choice whose simulation has little to do shows as a higher ratio:
+with ``hwrng_msleep(1000)`` held, for instance, the rng reader sleeps through
 every step, and what is left is the cost of the other two subsystems and of
 the env layer.
 """
@@ -68,7 +68,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("--steps and --rounds must be >= 1, --warmup >= 0")
-    names = gym.make(ENV_ID).unwrapped.actions
+    env = gym.make(ENV_ID)
+    names = env.unwrapped.actions
+    env.close()
     _Stepper("CartPole-v1", args.seed).chunk(200)     # warm-up
     print(f"{'held':<32} {'x CartPole':>10}")
     print(f"{'(nothing: all three random)':<32} {ratio(args.steps, args.rounds, args.warmup, args.seed):>10.3f}")
