@@ -17,12 +17,11 @@ the env layer.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import gymnasium as gym
 
 import kenv  # noqa: F401  (registers the envs)
-from kenv.envs.bench import WARMUP, _Stepper
+from kenv.envs.bench import WARMUP, run_bench
 from kenv.envs.kernel_env import DIMENSIONS
 
 ENV_ID = "kenv/Kernel-v0"
@@ -42,20 +41,10 @@ class HoldDecision(gym.ActionWrapper):
 
 
 def ratio(steps: int, rounds: int, warmup: int, seed: int, wrapper=None) -> float:
-    """The median over ``rounds`` chunks of Kernel-v0's steps/s over CartPole-v1's."""
-    ref, env = _Stepper("CartPole-v1", seed), _Stepper(ENV_ID, seed, wrapper=wrapper)
-    if warmup:
-        ref.chunk(warmup)
-        env.chunk(warmup)
-    ratios = []
-    for _ in range(rounds):
-        n = max(1, steps // rounds)
-        r, _ = ref.chunk(5 * n)
-        e, _ = env.chunk(n)
-        ratios.append(e / r)
-    ref.close()
-    env.close()
-    return statistics.median(ratios)
+    """Kernel-v0's ratio to CartPole-v1, measured by run_bench (``wrapper`` around the env)."""
+    (e,) = run_bench(steps=steps, env_ids=[ENV_ID], seed=seed, rounds=rounds, warmup=warmup,
+                     wrapper=wrapper).envs
+    return e["ratio_to_cartpole"]
 
 
 def main() -> None:
@@ -71,7 +60,6 @@ def main() -> None:
     env = gym.make(ENV_ID)
     names = env.unwrapped.actions
     env.close()
-    _Stepper("CartPole-v1", args.seed).chunk(200)     # warm-up
     print(f"{'held':<32} {'x CartPole':>10}")
     print(f"{'(nothing: all three random)':<32} {ratio(args.steps, args.rounds, args.warmup, args.seed):>10.3f}")
     for dim, (d, choices) in enumerate(zip(DIMENSIONS, names)):

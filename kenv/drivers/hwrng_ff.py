@@ -335,11 +335,11 @@ class HwrngFastForward:
             if rng.t_start is None or base + c.d[T] < rng.word_time(p_ref + 1):
                 return fifo
             return None
+        produced = rng.produced
         cap = rng.params.fifo_words
-        t_start, rate = rng.t_start, rng.params.word_rate_hz   # (Bcm2835Rng.produced, inline)
         for off, seen, taken in c.events:
             t = base + off
-            p = 0 if t_start is None or t <= t_start else (t - t_start) * rate // NSEC_PER_SEC
+            p = produced(t)
             avail = level + p - p_ref
             if avail > cap:
                 avail = cap
@@ -405,7 +405,7 @@ class HwrngFastForward:
                 cpus.append(kthread.cpu)   # it sleeps on a timer of its CPU's base
         horizon = self._horizon(k, cpus)
         # the status read that starts now must find the FIFO empty
-        if rng._level_ref + n_first - 1 - produced(rng._t_ref) > 0:    # words_available(now + r)
+        if rng.words_available(now + r):
             return None
         # read q ends with its last word: landing + status + data read + copy
         landed = produced(horizon - 3 * r - c) - n_first + 1

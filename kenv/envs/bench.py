@@ -44,7 +44,7 @@ class _Stepper:
     """One env, stepped with random actions in timed chunks that go on from each other."""
 
     def __init__(self, env_id: str, seed: int, wrapper=None, **kwargs):
-        """``wrapper``: applied to the made env (benchmarks/kernel_decisions.py holds one decision)."""
+        """``wrapper``: applied to the made env (run_bench's ``wrapper``)."""
         env = gym.make(env_id, **kwargs)
         self.env = env if wrapper is None else wrapper(env)
         self.env.action_space.seed(seed)
@@ -100,9 +100,10 @@ class BenchResult:
 
 
 def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0,
-              rounds: int = ROUNDS, warmup: int = WARMUP) -> BenchResult:
+              rounds: int = ROUNDS, warmup: int = WARMUP, wrapper=None) -> BenchResult:
     """``steps`` steps of each env (and 5x as many of CartPole next to it), in
-    ``rounds`` alternating chunks, after ``warmup`` untimed ones; see the module doc."""
+    ``rounds`` alternating chunks, after ``warmup`` untimed ones; see the module
+    doc.  ``wrapper``: applied to each kenv env (benchmarks/kernel_decisions.py)."""
     import kenv  # noqa: F401
 
     if not isinstance(steps, int) or steps < 1:
@@ -118,7 +119,7 @@ def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0
     all_ref = []
     out = BenchResult(0.0, warmup_steps=warmup)
     for env_id in ids:
-        ref_env, env = _Stepper("CartPole-v1", seed), _Stepper(env_id, seed)
+        ref_env, env = _Stepper("CartPole-v1", seed), _Stepper(env_id, seed, wrapper=wrapper)
         if warmup:
             ref_env.chunk(warmup)
             env.chunk(warmup)

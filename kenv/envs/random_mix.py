@@ -92,13 +92,12 @@ class QperfSubsystem:
 
     def info(self) -> dict:
         a, b = self._pools
-        ka, kb = self._kernels
         return {"msg_size": self.msg_size_label, "crng_init": [a.crng_init, b.crng_init],
                 "bits_credited_total": [a.init_bits, b.init_bits],
                 "crng_ready_s": [None if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
                                  None if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC],
-                "bugs": ka.bugs + kb.bugs,
-                "rcu_stalls": rcu_stall_info(ka, kb)}
+                "bugs": self.bug_reports(),
+                "rcu_stalls": rcu_stall_info(*self._kernels)}
 
 
 def resolve_machine(scenario: dict):
