@@ -30,6 +30,7 @@ def test_evaluate_json_keys_and_all_policies(capsys):
     (["evaluate", "--env", "kenv/Raid6Bench-v0", "--profile", "speed"], "reward"),
     (["evaluate", "--env", "kenv/Raid6Bench-v0", "--episodes", "0"], "episodes"),
     (["bench", "--steps", "0"], "steps"),
+    (["bench", "--steps", "5", "--warmup", "-1"], "warmup"),
 ])
 def test_bad_input_exits_2_with_the_field_named(capsys, argv, needle):
     with pytest.raises(SystemExit) as e:
