@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kenv  # noqa: F401
-from kenv.drivers import hwrng
+from kenv.drivers import hwrng, hwrng_ff
 from kenv.drivers.hwrng import Bcm2835Params, parse_wait
 from kenv.drivers.random import InputPool
 from kenv.envs.hwrng_wait import HwrngSubsystem
@@ -33,11 +33,16 @@ def _ffs(env):
     return core.rng.ff if core is not None else None
 
 
-def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff):
+def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, cold=False):
+    """(what the episodes showed, fast-forward jumps, inexact cuts); ``skipped``
+    (a list) gets each episode's skipped wait cycles; ``cold``: forget the
+    cycles learned in the process before each episode."""
     monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
     env = gym.make(env_id, **kwargs)
     out, jumps, inexact = [], 0, 0
     for s in seeds:
+        if cold:
+            hwrng_ff._LEARNED.clear()
         obs, info = env.reset(seed=s)
         env.action_space.seed(s)
         out.append((obs.tobytes(), repr(sorted(info.items()))))
@@ -52,6 +57,8 @@ def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff):
         if f is not None:
             jumps += f.jumps
             inexact += f.inexact
+            if skipped is not None:
+                skipped.append(f.polls_skipped)
     env.close()
     return out, jumps, inexact
 
@@ -73,6 +80,22 @@ def test_env_trajectories_identical_with_and_without_fast_forward(monkeypatch, e
     assert len(fast) == len(exact)
     for i, (a, b) in enumerate(zip(fast, exact)):
         assert a == b, f"step {i} differs"
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("kenv/HwrngWait-v0", {"actions": ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(100,200)"]}),
+    ("kenv/Kernel-v0", {}),
+])
+def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, kwargs):
+    """A new episode starts with the wait cycles the process has learned
+    (hwrng_ff._LEARNED): the same trajectories as when every episode learns
+    its own, and more of its cycles skipped."""
+    cold_skipped, warm_skipped = [], []
+    cold, _, inexact = _trajectory(env_id, kwargs, range(3), 24, monkeypatch, True, cold_skipped, cold=True)
+    warm, _, _ = _trajectory(env_id, kwargs, range(3), 24, monkeypatch, True, warm_skipped)
+    assert inexact == 0
+    assert warm == cold
+    assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
 
 
 # ---------------------------------------------------------------- low level

@@ -24,6 +24,8 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   the jiffy and, for a wheel timeout, the jiffy within its level's
   granularity).  A cycle is learned only if it was one sleep with nothing
   else on the CPU (the CPU's busy time grew exactly by the poller's CPU time).
+  What is learned serves the later episodes of the same machine, poller and
+  wait in the process (:data:`_LEARNED`).
 * **Predict.**  From a boundary, the next cycle is the one learned from the
   same start key whose status reads see, against the generator's landings
   (:meth:`Bcm2835Rng.produced`), exactly what they saw when it was learned;
@@ -107,6 +109,28 @@ MAX_RECORDS = 8
 MAX_EVENTS = 32
 
 
+#: The wait cycles learned so far in this process, per machine, poller and
+#: wait (:func:`_cycle_table_key`), by start key: a cycle is a function of
+#: those, of its start key and of what the FIFO holds (checked when it is
+#: replayed), so a new episode of the same machine starts with them instead of
+#: measuring them again -- as kenv.workloads.qperf keeps its round trips.
+_LEARNED: dict[tuple, dict[tuple, list["_Cycle"]]] = {}
+
+
+def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
+    """What a poller's wait cycle depends on besides its start key and the
+    FIFO: the rng block's rate, depth and read costs, rng_buffer's size, the
+    kernel's scheduler costs, HZ, preemption model and CPU count, the poller
+    (its comm, the code of its loop, its scheduling class and weight) and the
+    wait.  Not the probe or warm-up times: the generator's landings are
+    checked against the live rng at each replay."""
+    p = rng.params
+    k = task.k
+    return (p.word_rate_hz, p.fifo_words, p.rng_readl_ns, p.copy_chunk_ns, rng.core.buffer_size,
+            k.costs, k.HZ, k.preempt, k.nr_cpus,
+            task.comm, task.gen.gi_code, task.policy, task.rt_priority, task.weight, rng.wait)
+
+
 class _Cycle:
     """One wait cycle, boundary to boundary, as measured: ``d`` the counter
     deltas, ``woff`` its wakeup after the cycle start, ``state`` what the
@@ -133,8 +157,8 @@ class HwrngFastForward:
         self.rng = rng
         #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
         self._last: dict[Task, tuple] = {}
-        #: per (poller, wait): start key -> the cycles seen to follow it
-        self._learned: dict[tuple, dict[tuple, list[_Cycle]]] = {}
+        #: per (poller, wait): its table in _LEARNED (start key -> the cycles seen to follow it)
+        self._tables: dict[tuple, dict[tuple, list[_Cycle]]] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (time, seen, taken)
         self._events: dict[Task, list] = {}
         self.jumps = 0
@@ -160,6 +184,15 @@ class HwrngFastForward:
                 ev.append((task.k.now, seen, taken))
             else:
                 self._events[task] = None   # not a short wait cycle: nothing to learn
+
+    def _table(self, task: Task) -> dict[tuple, list[_Cycle]]:
+        """The cycles learned for ``task`` with the current wait, in this
+        process (:data:`_LEARNED`), by start key."""
+        wait = self.rng.wait
+        table = self._tables.get((task, wait))
+        if table is None:
+            table = self._tables[(task, wait)] = _LEARNED.setdefault(_cycle_table_key(task, self.rng), {})
+        return table
 
     def _phase(self, k, t: int) -> tuple:
         """What a wait started at ``t`` depends on besides the frames: for a
@@ -237,7 +270,7 @@ class HwrngFastForward:
             wait_ns = log[-1][2] - log[-1][1]
         measured = (d, counters[WOKEN] - t0, state, tuple((t - t0, seen, taken) for t, seen, taken in events),
                     wait_ns)
-        table = self._learned.setdefault((task, rng.wait), {})
+        table = self._table(task)
         known = table.setdefault(key0, [])
         for c in known:
             if c.key == measured:
@@ -253,7 +286,7 @@ class HwrngFastForward:
             return None
         rng = self.rng
         k = task.k
-        table = self._learned.get((task, rng.wait))
+        table = self._table(task)
         if not table or rng.dying.done:
             return None
         counters, state, key = snap
