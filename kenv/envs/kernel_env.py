@@ -239,6 +239,7 @@ class KernelEnv(KenvEnv):
             names = single._check_actions(single.__new__(single), actions.get(d))
             out.append(tuple(names))
         self._waits = tuple(parse_wait(w) for w in out[1])
+        self._nvec = tuple(len(names) for names in out)    # (_action_index's fast path)
         return tuple(out)
 
     def _make_action_space(self) -> spaces.Space:
@@ -260,7 +261,9 @@ class KernelEnv(KenvEnv):
     def _action_index(self, action: Any) -> tuple[int, ...]:
         if type(action) is np.ndarray and action.shape == (3,) and action.dtype.kind in "iu":
             idx = tuple(action.tolist())        # the common case, fast
-            if all(0 <= i < len(names) for i, names in zip(idx, self.actions)):
+            a, b, c = idx
+            na, nb, nc = self._nvec
+            if 0 <= a < na and 0 <= b < nb and 0 <= c < nc:
                 return idx
         allowed = "an integer array of shape (3,) with entries in " + ", ".join(
             f"0..{len(a) - 1}" for a in self.actions)
