@@ -128,7 +128,7 @@ def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
     k = task.k
     return (p.word_rate_hz, p.fifo_words, p.rng_readl_ns, p.copy_chunk_ns, rng.core.buffer_size,
             k.costs, k.HZ, k.preempt, k.nr_cpus,
-            task.comm, task.gen.gi_code, task.policy, task.rt_priority, task.weight, rng.wait)
+            task.comm, getattr(task.gen, "gi_code", None), task.policy, task.rt_priority, task.weight, rng.wait)
 
 
 class _Cycle:

@@ -17,9 +17,9 @@ Before its timed chunks each env takes ``warmup`` untimed steps (CartPole is
 warmed up too).  The figure is then the rate a training run sees: qperf's
 fast-forward learns the steady round trips and mix triggers of a machine in the
 first several hundred steps of a process and keeps them for every later episode
-(the rng's learns its wait cycles within each episode), so a fresh process's
+(the rng's fast-forward keeps its wait cycles the same way), so a fresh process's
 first steps do more work (seed 0: RandomMix-v0's first 750 execute about a fifth
-more bytecodes per step than its later ones, Kernel-v0's first 250 a sixth
+more bytecodes per step than its later ones, Kernel-v0's first 250 about a fifth
 more).  ``warmup=0`` measures from a fresh env.
 """
 
