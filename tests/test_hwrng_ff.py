@@ -98,6 +98,17 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
     assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
 
 
+def test_learned_tables_stay_within_max_keys(monkeypatch):
+    """A full table learns no new start key; the run is still the detailed one."""
+    monkeypatch.setattr(hwrng_ff, "MAX_KEYS", 2)
+    kwargs = {"actions": {"wait": ["hwrng_yield", "hwrng_msleep(3)"]}}
+    fast, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, True, cold=True)
+    assert jumps > 0
+    assert hwrng_ff._LEARNED and all(len(t) <= 2 for t in hwrng_ff._LEARNED.values())
+    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, False)
+    assert fast == exact
+
+
 # ---------------------------------------------------------------- low level
 
 def _observe(k, hw):

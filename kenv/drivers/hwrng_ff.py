@@ -107,6 +107,11 @@ assert _ADDED == tuple(range(EXEC, READ_BYTES + 1))   # _Skip._apply adds them a
 MAX_RECORDS = 8
 #: status reads recorded per cycle; a longer one is not learned
 MAX_EVENTS = 32
+#: start keys kept per table of _LEARNED: what a long run's tables take stays
+#: bounded (a table that is full learns no new start key; a cycle not learned
+#: is simulated in detail).  Kernel-v0's default mix needs 78 in all tables
+#: together; HwrngWait-v0 with seven waits ~930 over its 60 tables in 20K steps.
+MAX_KEYS = 2048
 
 
 #: The wait cycles learned so far in this process, per machine, poller and
@@ -271,7 +276,11 @@ class HwrngFastForward:
         measured = (d, counters[WOKEN] - t0, state, tuple((t - t0, seen, taken) for t, seen, taken in events),
                     wait_ns)
         table = self._table(task)
-        known = table.setdefault(key0, [])
+        known = table.get(key0)
+        if known is None:
+            if len(table) >= MAX_KEYS:
+                return snap
+            known = table[key0] = []
         for c in known:
             if c.key == measured:
                 return snap      # known already
