@@ -4,7 +4,9 @@ Machines here are noisy (2 cores, shared), so the figure that means something
 is the ratio to Gymnasium's CartPole-v1 measured in the same process, next to
 each kenv env.  Each env is made with ``gym.make`` and its default arguments
 (so the wrappers Gymnasium adds are counted for both), stepped with uniformly
-random actions, and reset when an episode ends; resets count in the time.
+random actions drawn inside the timed loop, and reset when an episode ends;
+resets count in the time.  That is the loop of Gymnasium's own
+``gymnasium.utils.performance.benchmark_step``.
 
 The two are measured in ``rounds`` alternating chunks (CartPole, the env,
 CartPole, the env, ...; each env goes on where its last chunk stopped), and
