@@ -70,9 +70,11 @@ def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, col
                                        "usleep_range(100,200)", "usleep_range(3000,5000)"]}, 48),
     ("kenv/Kernel-v0", {}, 48),
     ("kenv/Kernel-v0", {"scenario": {"silent_s": 1, "reader_bs": 64}}, 48),
+    # short sleeps: the FIFO a wakeup finds depends on the generator's phase
+    ("kenv/Kernel-v0", {"actions": {"wait": ["usleep_range(50,60)", "usleep_range(100,200)", "hwrng_yield"]}}, 24),
 ])
 def test_env_trajectories_identical_with_and_without_fast_forward(monkeypatch, env_id, kwargs, steps):
-    seeds = range(4)
+    seeds = range(8)   # enough episodes that plans made in one are reused in others
     fast, jumps, inexact = _trajectory(env_id, kwargs, seeds, steps, monkeypatch, True)
     exact, _, _ = _trajectory(env_id, kwargs, seeds, steps, monkeypatch, False)
     assert jumps > 0, "the fast-forward never engaged: the comparison shows nothing"
@@ -96,6 +98,31 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
     assert inexact == 0
     assert warm == cold
     assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
+
+
+def test_plans_made_once_serve_later_boundaries(monkeypatch):
+    """A plan made from a boundary is kept with its table and serves a later
+    boundary in the same state (an episode run again makes fewer plans); a
+    table keeps at most MAX_PLANS, and the runs are the detailed ones."""
+    made = []
+    make = hwrng_ff.HwrngFastForward._make_plan
+
+    def counting(self, *a):
+        made.append(1)
+        return make(self, *a)
+
+    monkeypatch.setattr(hwrng_ff.HwrngFastForward, "_make_plan", counting)
+    kwargs = {"actions": {"wait": ["hwrng_yield", "usleep_range(50,60)"]}}
+    first, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, monkeypatch, True, cold=True)
+    n_first = len(made)
+    again, _, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, monkeypatch, True)
+    assert jumps > 0 and again == first
+    assert len(made) - n_first < n_first, (n_first, len(made) - n_first)
+    monkeypatch.setattr(hwrng_ff, "MAX_PLANS", 1)
+    bounded, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, True, cold=True)
+    assert all(len(t.plans) <= 1 for t in hwrng_ff._LEARNED.values())
+    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, False)
+    assert bounded == exact
 
 
 def test_learned_tables_stay_within_max_keys(monkeypatch):

@@ -30,7 +30,9 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   same start key whose status reads see, against the generator's landings
   (:meth:`Bcm2835Rng.produced`), exactly what they saw when it was learned;
   its end state gives the next key, and so on.  Two candidates that both fit
-  mean the key misses something: the prediction stops there.
+  mean the key misses something: the prediction stops there.  A plan is kept
+  with the cycles it was made from and serves a later boundary with the same
+  start key, generator phase and horizon (unless the step ends at a read).
 * **Skip.**  The poller then sleeps once, to the wakeup of the first cycle it
   will run in detail: for the timer-wheel waits a timer in that cycle's
   bucket (:meth:`TimerWheel.enqueue_bucket`), on the cancellable ``rng->dying``
@@ -80,6 +82,7 @@ with :data:`kenv.drivers.hwrng.FAST_FORWARD` on and off).
 
 from __future__ import annotations
 
+import math
 import operator
 from itertools import repeat
 from typing import TYPE_CHECKING
@@ -119,7 +122,26 @@ MAX_KEYS = 2048
 #: those, of its start key and of what the FIFO holds (checked when it is
 #: replayed), so a new episode of the same machine starts with them instead of
 #: measuring them again -- as kenv.workloads.qperf keeps its round trips.
-_LEARNED: dict[tuple, dict[tuple, list["_Cycle"]]] = {}
+_LEARNED: dict[tuple, "_Table"] = {}
+#: plans kept per table (see _Table): past this many the table forgets them all
+MAX_PLANS = 4096
+_UNPLANNED = object()    # (a plan not made yet; None is "no plan")
+
+
+class _Table(dict):
+    """One table of _LEARNED: start key -> the cycles seen to follow it.
+
+    ``plans`` keeps the plans made from it (:meth:`HwrngFastForward._plan`),
+    by what a plan depends on besides the table: the start key, the FIFO's
+    level, the generator's phase (:meth:`HwrngFastForward._generator_phase`)
+    and the horizon, relative to the boundary.  A change of the table (a
+    cycle learned or dropped) forgets them."""
+
+    __slots__ = ("plans",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plans: dict[tuple, tuple | None] = {}
 
 
 def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
@@ -160,6 +182,8 @@ class HwrngFastForward:
 
     def __init__(self, rng: "Bcm2835Rng"):
         self.rng = rng
+        #: the landing times repeat, shifted, every _period ns: the shortest time in which the generator produces a whole number of words
+        self._period = NSEC_PER_SEC // math.gcd(NSEC_PER_SEC, rng.params.word_rate_hz)
         #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
         self._last: dict[Task, tuple] = {}
         #: per (poller, wait): its table in _LEARNED (start key -> the cycles seen to follow it)
@@ -190,13 +214,13 @@ class HwrngFastForward:
             else:
                 self._events[task] = None   # not a short wait cycle: nothing to learn
 
-    def _table(self, task: Task) -> dict[tuple, list[_Cycle]]:
+    def _table(self, task: Task) -> "_Table":
         """The cycles learned for ``task`` with the current wait, in this
         process (:data:`_LEARNED`), by start key."""
         wait = self.rng.wait
         table = self._tables.get((task, wait))
         if table is None:
-            table = self._tables[(task, wait)] = _LEARNED.setdefault(_cycle_table_key(task, self.rng), {})
+            table = self._tables[(task, wait)] = _LEARNED.setdefault(_cycle_table_key(task, self.rng), _Table())
         return table
 
     def _phase(self, k, t: int) -> tuple:
@@ -287,6 +311,7 @@ class HwrngFastForward:
         if len(known) >= MAX_RECORDS:
             del known[0]
         known.append(_Cycle(*measured))
+        table.plans.clear()      # made with the table as it was
         return snap
 
     def _plan(self, task: Task):
@@ -303,6 +328,45 @@ class HwrngFastForward:
         # how far: within the step, before the next timer of the poller's CPU
         horizon = self._horizon(k, (task.cpu,))
         no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
+        if no_reads:
+            # (a plan that may not take a read is short and seldom made twice alike)
+            plan = self._make_plan(k, table, key, now, horizon, no_reads)
+        else:
+            # the same start key, FIFO, generator phase and horizon make the same plan
+            pkey = (key, rng._level_ref, self._generator_phase(now), horizon - now)
+            plans = table.plans
+            made = plans.get(pkey, _UNPLANNED)
+            if made is _UNPLANNED:
+                plan = self._make_plan(k, table, key, now, horizon, no_reads)
+                if len(plans) >= MAX_PLANS:
+                    plans.clear()
+                plans[pkey] = None if plan is None else plan.relative()
+            elif made is None:
+                plan = None
+            else:
+                plan = _Plan.from_relative(now, made)
+        if plan is None:
+            return None
+        return plan, plan.n + 1, rng.wait.kind in ("hwrng_yield", "hwrng_msleep"), counters
+
+    def _generator_phase(self, now: int):
+        """What the FIFO's status reads from ``now`` on depend on besides its
+        level: the phase of ``now`` within the generator's landing period
+        (word_rate_hz words land in the same pattern every ``_period`` ns;
+        before the generator starts, the time to its start) and the words
+        landed since the last consumption (none at a boundary, where a status
+        read has just found the FIFO empty)."""
+        rng = self.rng
+        t_start = rng.t_start
+        if t_start is None:
+            return None
+        phase = (now - t_start) % self._period if now >= t_start else ("before", t_start - now)
+        return phase, rng.produced(now) - rng.produced(rng._t_ref)
+
+    def _make_plan(self, k, table: "_Table", key: tuple, now: int, horizon: int, no_reads: bool):
+        """The known cycles from a boundary at ``now`` with start ``key`` (see
+        _plan), or None."""
+        rng = self.rng
         plan = _Plan(now)
         fifo = (rng._level_ref, rng._t_ref, rng.produced(rng._t_ref))
         while True:
@@ -351,7 +415,7 @@ class HwrngFastForward:
         timer_wait = rng.wait.kind in ("hwrng_yield", "hwrng_msleep")
         if (timer_wait and plan.W(j) % k.TICK_NSEC) or plan.W(j) > horizon:
             return None
-        return plan, j, timer_wait, counters
+        return plan
 
     def _horizon(self, k, cpus) -> int:
         """How far a fast-forward may go: the rng's ``quiet_until``, the
@@ -502,6 +566,23 @@ class _Plan:
     def wake_of_next(self, woff: int) -> None:
         """The wakeup offset of cycle n + 1 (the landing cycle, run in detail)."""
         self._next_woff = woff
+
+    def relative(self) -> tuple:
+        """The plan with its times relative to ``t0`` (kept in _Table.plans)."""
+        t0 = self.t0
+        return (tuple((c, count, first, start - t0) for c, count, first, start in self.runs), self.n,
+                self.end - t0, self._next_woff)
+
+    @classmethod
+    def from_relative(cls, t0: int, rel: tuple) -> "_Plan":
+        """The plan :meth:`relative` gave, from a boundary at ``t0``."""
+        runs, n, end, next_woff = rel
+        plan = cls(t0)
+        plan.runs = [(c, count, first, t0 + start) for c, count, first, start in runs]
+        plan.n = n
+        plan.end = t0 + end
+        plan._next_woff = next_woff
+        return plan
 
     def cycle(self, n: int) -> _Cycle:
         for cycle, count, first, _ in reversed(self.runs):
