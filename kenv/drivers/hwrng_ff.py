@@ -187,7 +187,7 @@ class HwrngFastForward:
         #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
         self._last: dict[Task, tuple] = {}
         #: per (poller, wait): its table in _LEARNED (start key -> the cycles seen to follow it)
-        self._tables: dict[tuple, dict[tuple, list[_Cycle]]] = {}
+        self._tables: dict[tuple, _Table] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (time, seen, taken)
         self._events: dict[Task, list] = {}
         self.jumps = 0
