@@ -182,7 +182,8 @@ class HwrngFastForward:
 
     def __init__(self, rng: "Bcm2835Rng"):
         self.rng = rng
-        #: the landing times repeat, shifted, every _period ns: the shortest time in which the generator produces a whole number of words
+        #: the landing times repeat, shifted, every _period ns: the shortest time
+        #: in which the generator produces a whole number of words
         self._period = NSEC_PER_SEC // math.gcd(NSEC_PER_SEC, rng.params.word_rate_hz)
         #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
         self._last: dict[Task, tuple] = {}
