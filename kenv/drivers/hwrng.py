@@ -188,6 +188,12 @@ class WaitStrategy:
         return self.kind != "cpu_relax"
 
     @property
+    def on_timer_wheel(self) -> bool:
+        """It sleeps in schedule_timeout() (a timer-wheel timer, woken at a tick),
+        not on an hrtimer (usleep_range) or not at all (cpu_relax)."""
+        return self.kind in ("hwrng_yield", "hwrng_msleep")
+
+    @property
     def cancellable(self) -> bool:
         """Whether ``complete_all(&rng->dying)`` (device removal, suspend) ends the
         wait early, as upstream requires of sleeps in hwrng drivers."""

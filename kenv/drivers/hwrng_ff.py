@@ -348,7 +348,7 @@ class HwrngFastForward:
                 plan = _Plan.from_relative(now, made)
         if plan is None:
             return None
-        return plan, plan.n + 1, rng.wait.kind in ("hwrng_yield", "hwrng_msleep"), counters
+        return plan, plan.n + 1, rng.wait.on_timer_wheel, counters
 
     def _generator_phase(self, now: int):
         """What the FIFO's status reads from ``now`` on depend on besides its
@@ -413,8 +413,7 @@ class HwrngFastForward:
         j = plan.n + 1
         if j < 2:
             return None
-        timer_wait = rng.wait.kind in ("hwrng_yield", "hwrng_msleep")
-        if (timer_wait and plan.W(j) % k.TICK_NSEC) or plan.W(j) > horizon:
+        if (rng.wait.on_timer_wheel and plan.W(j) % k.TICK_NSEC) or plan.W(j) > horizon:
             return None
         return plan
 
