@@ -22,16 +22,8 @@ import gymnasium as gym
 import numpy as np
 
 import kenv  # noqa: F401  (registers the envs)
+from agents.train import _json_default  # numpy values as plain JSON (what info holds)
 from kenv.envs.registration import ENVS
-
-
-def _plain(o):
-    """JSON for what json cannot write by itself (arrays, numpy scalars, anything else by repr)."""
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return repr(o)
 
 
 def fingerprint(env_id: str, steps: int, seed: int = 0) -> str:
@@ -41,7 +33,7 @@ def fingerprint(env_id: str, steps: int, seed: int = 0) -> str:
     def add(obs, info, *rest):
         h.update(np.asarray(obs).tobytes())
         h.update(repr(rest).encode())
-        h.update(json.dumps(info, sort_keys=True, default=_plain).encode())
+        h.update(json.dumps(info, sort_keys=True, default=_json_default).encode())
 
     env = gym.make(env_id)
     try:

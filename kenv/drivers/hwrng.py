@@ -196,8 +196,10 @@ class WaitStrategy:
     @property
     def cancellable(self) -> bool:
         """Whether ``complete_all(&rng->dying)`` (device removal, suspend) ends the
-        wait early, as upstream requires of sleeps in hwrng drivers."""
-        return self.kind in ("hwrng_msleep", "hwrng_yield")
+        wait early, as upstream requires of sleeps in hwrng drivers: the
+        timer-wheel sleeps, which wait on ``rng->dying``
+        (wait_for_completion_interruptible_timeout)."""
+        return self.on_timer_wheel
 
 
 def parse_wait(s: str | WaitStrategy) -> WaitStrategy:
