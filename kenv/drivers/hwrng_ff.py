@@ -90,7 +90,7 @@ from typing import TYPE_CHECKING
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, RunUntil, Task, TaskBody
 from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex_lock, mutex_unlock
-from ..kernel.sleep import _process_timeout
+from ..kernel.sleep import _process_timeout, schedule_timeout_interruptible
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
 
@@ -708,6 +708,10 @@ class _SpinReads:
             self.ff.words_skipped += done
         core.data_avail = 4 * (nw - done * self.w)   # a cut: a partial read's words wait in rng_buffer
         mutex_unlock(task, lock)
+        if (self.cut_at is not None and nw and self.T(nw - 1) + 3 * self.r + self.c == self.cut_at
+                and k.cpus[task.cpu].need_resched):
+            # cut just as a word's copy ended: rng_dev_read() checks need_resched() there
+            yield from schedule_timeout_interruptible(task, 1)
         return done
 
     def _spin_until(self, t: int, nw: int) -> int:
