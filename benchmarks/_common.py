@@ -3,9 +3,12 @@ and best-of-N timing.  Machines here are noisy; report ratios, not raw seconds."
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import gymnasium as gym
+
+from kenv.envs.registration import ENVS
 
 
 def cartpole_reference(steps: int) -> float:
@@ -32,3 +35,13 @@ def best_of(n: int, fn):
         dt = time.perf_counter() - t0
         best = dt if best is None else min(best, dt)
     return best, out
+
+
+def env_ids(ap: argparse.ArgumentParser, chosen: list[str] | None) -> list[str]:
+    """The ``--env`` ids asked for (all kenv envs if none), each checked
+    against the registered ones (an argparse error naming it otherwise)."""
+    known = [e[0] for e in ENVS]
+    for env_id in chosen or []:
+        if env_id not in known:
+            ap.error(f"--env: unknown env {env_id!r}; allowed: {', '.join(known)}")
+    return list(chosen or known)

@@ -23,7 +23,7 @@ import numpy as np
 
 import kenv  # noqa: F401  (registers the envs)
 from agents.train import _json_default  # numpy values as plain JSON (what info holds)
-from kenv.envs.registration import ENVS
+from _common import env_ids
 
 
 def fingerprint(env_id: str, steps: int, seed: int = 0) -> str:
@@ -59,11 +59,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be >= 1")
-    known = [e[0] for e in ENVS]
-    for env_id in args.env or []:
-        if env_id not in known:
-            ap.error(f"--env: unknown env {env_id!r}; allowed: {', '.join(known)}")
-    for env_id in args.env or known:
+    ids = env_ids(ap, args.env)
+    for env_id in ids:
         print(f"{env_id:<20} {fingerprint(env_id, args.steps, args.seed)}")
 
 

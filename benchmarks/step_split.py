@@ -31,8 +31,8 @@ import time
 import gymnasium as gym
 
 import kenv  # noqa: F401  (registers the envs)
+from _common import env_ids
 from kenv.envs.bench import WARMUP, _Stepper
-from kenv.envs.registration import ENVS
 from kenv.sim.engine import Engine
 
 PARTS = ("sample", "glue", "engine", "reset")
@@ -129,13 +129,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("--steps and --rounds must be >= 1, --warmup >= 0")
-    known = [e[0] for e in ENVS]
-    for env_id in args.env or []:
-        if env_id not in known:
-            ap.error(f"--env: unknown env {env_id!r}; allowed: {', '.join(known)}")
+    ids = env_ids(ap, args.env)
     print(f"{'env':<20}" + "".join(f"{p:>8}" for p in PARTS + ("total",))
           + f"{'budget':>8}{'engine/budget':>15}   (us per step)")
-    for env_id in args.env or known:
+    for env_id in ids:
         s = split(env_id, args.steps, min(args.rounds, args.steps), args.warmup, args.seed)
         print(f"{env_id.removeprefix('kenv/'):<20}" + "".join(f"{s[p]:8.1f}" for p in PARTS + ("total",))
               + f"{s['budget']:8.1f}{s['engine'] / s['budget']:15.2f}")
