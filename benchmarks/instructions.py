@@ -1,0 +1,134 @@
+"""Machine instructions per step, counted by valgrind, next to CartPole-v1's.
+
+    PYTHONPATH=. python benchmarks/instructions.py [--env ID ...] [--steps 1500] [--warmup 1000] [--json]
+
+``kenv bench``'s wall-clock ratios move with the machine, not only with its
+load: the same simulator (1db2d4a) gave Kernel-v0 0.047-0.052x CartPole-v1 on one
+2-core machine of this workplace and 0.067-0.072x on another (presumably
+because CartPole spends much of its step in numpy calls and kenv in plain
+Python, and CPUs differ in how fast they run each).
+A count of instructions (``valgrind --tool=callgrind``) does not depend on the
+load; it can still differ between CPUs where a library runs other code for
+them (numpy picks its kernels by SIMD level), which this has not measured.
+
+Each env (and CartPole-v1) runs ``kenv bench``'s loop -- ``gym.make`` with its
+defaults, uniformly random actions drawn in the loop, resets counted -- in a
+child Python under callgrind: ``--warmup`` steps, then the ``--steps`` counted
+ones (CartPole four times as many: its steps are short).  The child marks the
+counted stretch with two calls nothing else makes, ``os.getppid()`` before it
+(``--zero-before=getppid``) and ``os.getpgrp()`` after it
+(``--dump-before=getpgrp``), so the count leaves out the interpreter's
+start-up, the imports and the warm-up.  It is the dump's ``totals`` (the sum of
+its cost lines): two runs of the defaults gave the same counts to the
+instruction (the dump's ``summary`` line moved by a few percent between runs).
+valgrind runs code about 50 times slower: the defaults take about 4 minutes
+on 2 cores (``--jobs``, default the number of CPUs).
+
+The ratio printed, CartPole's instructions per step over the env's, is what
+``kenv bench``'s ratio would be on a CPU that ran every instruction in the
+same time.  Use it to compare speed changes and machines; ``kenv bench`` stays
+the figure the speed target is stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _common import env_ids
+from kenv.envs.bench import WARMUP
+
+REFERENCE = "CartPole-v1"
+#: CartPole-v1's steps per kenv step counted (its steps are short; more of them, less noise)
+REFERENCE_STEPS_FACTOR = 4
+
+#: the loop a child runs: kenv bench's (envs/bench.py _Stepper), without the clock
+CHILD = """
+import os
+import sys
+import gymnasium as gym
+import kenv  # noqa: F401
+env_id, warmup, steps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+env = gym.make(env_id)
+env.action_space.seed(seed)
+env.reset(seed=seed)
+def run(n):
+    for _ in range(n):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+run(warmup)
+os.getppid()    # callgrind zeroes its counters here
+run(steps)
+os.getpgrp()    # and dumps them here
+"""
+
+_TOTALS = re.compile(r"^totals:\s*(\d+)", re.MULTILINE)
+
+
+def per_step(env_id: str, steps: int, warmup: int, seed: int = 0) -> float:
+    """Instructions per step of ``steps`` steps of ``env_id`` after ``warmup`` others."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONHASHSEED": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = ["valgrind", "--tool=callgrind", "--zero-before=getppid", "--dump-before=getpgrp",
+               f"--callgrind-out-file={out}",
+               sys.executable, "-c", CHILD, env_id, str(warmup), str(steps), str(seed)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        dumps = sorted(Path(tmp).glob("callgrind.out.*"))
+        if proc.returncode != 0 or len(dumps) != 1:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise RuntimeError(f"{env_id}: valgrind run failed (exit {proc.returncode}, "
+                               f"{len(dumps)} dumps of the counted steps, 1 expected):\n{tail}")
+        found = _TOTALS.findall(dumps[0].read_text())
+    if len(found) != 1:
+        raise RuntimeError(f"{env_id}: no single 'totals:' line in callgrind's dump")
+    return int(found[0]) / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
+    ap.add_argument("--steps", type=int, default=1500, help="counted steps per env (default 1500)")
+    ap.add_argument("--warmup", type=int, default=WARMUP,
+                    help=f"steps before the counted ones, as kenv bench's (default {WARMUP})")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="valgrind runs at once (default: the number of CPUs)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    args = ap.parse_args()
+    if args.steps < 1 or args.warmup < 0 or args.jobs < 1:
+        ap.error(f"--steps must be >= 1 (got {args.steps}), --warmup >= 0 (got {args.warmup}), "
+                 f"--jobs >= 1 (got {args.jobs})")
+    ids = env_ids(ap, args.env)
+    if shutil.which("valgrind") is None:
+        ap.error("valgrind not found on PATH: this benchmark counts instructions with valgrind --tool=callgrind")
+    jobs = [(REFERENCE, args.steps * REFERENCE_STEPS_FACTOR)] + [(e, args.steps) for e in ids]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        counts = list(pool.map(lambda j: per_step(j[0], j[1], args.warmup, args.seed), jobs))
+    ref, envs = counts[0], counts[1:]
+    rows = [{"id": e, "instructions_per_step": round(n), "ratio_to_cartpole": ref / n}
+            for e, n in zip(ids, envs)]
+    if args.json:
+        print(json.dumps({"cartpole_instructions_per_step": round(ref), "steps": args.steps,
+                          "warmup": args.warmup, "envs": rows}))
+        return
+    print(f"{REFERENCE}: {ref:,.0f} instructions per step (reference); "
+          f"each env counted over {args.steps:,} steps after {args.warmup:,}")
+    print(f"{'env':<22} {'instr/step':>12} {'x CartPole':>11}")
+    for r in rows:
+        print(f"{r['id']:<22} {r['instructions_per_step']:>12,} {r['ratio_to_cartpole']:>11.3f}")
+
+
+if __name__ == "__main__":
+    main()
