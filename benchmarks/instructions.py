@@ -15,14 +15,17 @@ Each env (and CartPole-v1) runs ``kenv bench``'s loop -- ``gym.make`` with its
 defaults, uniformly random actions drawn in the loop, resets counted -- in a
 child Python under callgrind: ``--warmup`` steps, then the ``--steps`` counted
 ones (CartPole four times as many: its steps are short).  The child marks the
-counted stretch with two calls nothing else makes, ``os.getppid()`` before it
-(``--zero-before=getppid``) and ``os.getpgrp()`` after it
-(``--dump-before=getpgrp``), so the count leaves out the interpreter's
-start-up, the imports and the warm-up.  It is the dump's ``totals`` (the sum of
-its cost lines): two runs of the defaults gave the same counts to the
-instruction (the dump's ``summary`` line moved by a few percent between runs).
-valgrind runs code about 50 times slower: the defaults take about 4 minutes
-on 2 cores (``--jobs``, default the number of CPUs).
+counted stretch with two calls the loop does not otherwise make,
+``os.getppid()`` before it (``--zero-before=getppid``) and ``os.getpgrp()``
+after it (``--dump-before=getpgrp``; a run with more than one dump is an
+error), so the count leaves out the interpreter's start-up, the imports and
+the warm-up.  It is the dump's ``totals`` (the sum of its cost lines): two
+runs of the defaults gave the same counts to the instruction (a third, with
+another ``PATH``, moved Kernel-v0's by 0.02%).  (Without a
+fixed hash seed, three CartPole runs gave totals within 0.2% and summary
+lines a few percent apart.)  valgrind runs code about 50 times slower: the
+defaults take about 4 minutes on 2 cores (``--jobs``, default the number of
+CPUs).
 
 The ratio printed, CartPole's instructions per step over the env's, is what
 ``kenv bench``'s ratio would be on a CPU that ran every instruction in the
@@ -112,7 +115,8 @@ def main() -> None:
                  f"--jobs >= 1 (got {args.jobs})")
     ids = env_ids(ap, args.env)
     if shutil.which("valgrind") is None:
-        ap.error("valgrind not found on PATH: this benchmark counts instructions with valgrind --tool=callgrind")
+        ap.error("valgrind not found on PATH: this benchmark counts instructions with "
+                 "valgrind --tool=callgrind")
     jobs = [(REFERENCE, args.steps * REFERENCE_STEPS_FACTOR)] + [(e, args.steps) for e in ids]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         counts = list(pool.map(lambda j: per_step(j[0], j[1], args.warmup, args.seed), jobs))
