@@ -11,20 +11,19 @@ A count of instructions (``valgrind --tool=callgrind``) does not depend on the
 load; it can still differ between CPUs where a library runs other code for
 them (numpy picks its kernels by SIMD level), which this has not measured.
 
-Each env (and CartPole-v1) runs ``kenv bench``'s loop -- ``gym.make`` with its
-defaults, uniformly random actions drawn in the loop, resets counted -- in a
-child Python under callgrind: ``--warmup`` steps, then the ``--steps`` counted
+Each env (and CartPole-v1) runs ``kenv bench``'s own stepper -- ``gym.make``
+with its defaults, uniformly random actions drawn in the loop, resets counted
+-- in a child Python under callgrind: ``--warmup`` steps, then the ``--steps`` counted
 ones (CartPole four times as many: its steps are short).  The child marks the
 counted stretch with two calls the loop does not otherwise make,
 ``os.getppid()`` before it (``--zero-before=getppid``) and ``os.getpgrp()``
 after it (``--dump-before=getpgrp``; a run with more than one dump is an
 error), so the count leaves out the interpreter's start-up, the imports and
 the warm-up.  It is the dump's ``totals`` (the sum of its cost lines): two
-runs of the defaults gave the same counts to the instruction (a third, with
-another ``PATH``, moved Kernel-v0's by 0.02%).  (Without a
-fixed hash seed, three CartPole runs gave totals within 0.2% and summary
-lines a few percent apart.)  valgrind runs code about 50 times slower: the
-defaults take about 4 minutes on 2 cores (``--jobs``, default the number of
+runs of the defaults agreed to within 0.13% per env.  (Without a fixed hash
+seed, three CartPole runs gave totals within 0.2% and summary lines a few
+percent apart.)  valgrind runs code about 50 times slower: the
+defaults take 3-4 minutes on 2 cores (``--jobs``, default the number of
 CPUs).
 
 The ratio printed, CartPole's instructions per step over the env's, is what
@@ -53,24 +52,17 @@ REFERENCE = "CartPole-v1"
 #: CartPole-v1's steps per kenv step counted (its steps are short; more of them, less noise)
 REFERENCE_STEPS_FACTOR = 4
 
-#: the loop a child runs: kenv bench's (envs/bench.py _Stepper), without the clock
+#: what a child runs: kenv bench's own stepper (envs/bench.py _Stepper), chunk by chunk
 CHILD = """
 import os
 import sys
-import gymnasium as gym
-import kenv  # noqa: F401
+from kenv.envs.bench import _Stepper
 env_id, warmup, steps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-env = gym.make(env_id)
-env.action_space.seed(seed)
-env.reset(seed=seed)
-def run(n):
-    for _ in range(n):
-        _, _, term, trunc, _ = env.step(env.action_space.sample())
-        if term or trunc:
-            env.reset()
-run(warmup)
+stepper = _Stepper(env_id, seed)
+if warmup:
+    stepper.chunk(warmup)
 os.getppid()    # callgrind zeroes its counters here
-run(steps)
+stepper.chunk(steps)
 os.getpgrp()    # and dumps them here
 """
 
