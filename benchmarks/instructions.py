@@ -8,8 +8,11 @@ load: the same simulator (1db2d4a) gave Kernel-v0 0.047-0.052x CartPole-v1 on on
 because CartPole spends much of its step in numpy calls and kenv in plain
 Python, and CPUs differ in how fast they run each).
 A count of instructions (``valgrind --tool=callgrind``) does not depend on the
-load; it can still differ between CPUs where a library runs other code for
-them (numpy picks its kernels by SIMD level), which this has not measured.
+load.  Two AVX2-only machines with ratios a third apart (Kernel-v0
+0.050-0.052x and 0.067-0.072x) gave the same counts to within 0.15%; they
+can still differ between CPUs where a library runs other code for them
+(numpy picks its kernels by SIMD level), and no AVX-512 machine has been
+counted.
 
 Each env (and CartPole-v1) runs ``kenv bench``'s own stepper -- ``gym.make``
 with its defaults, uniformly random actions drawn in the loop, resets counted
@@ -23,7 +26,7 @@ the warm-up.  It is the dump's ``totals`` (the sum of its cost lines): two
 runs of the defaults agreed to within 0.13% per env.  (Without a fixed hash
 seed, three CartPole runs gave totals within 0.2% and summary lines a few
 percent apart.)  valgrind runs code about 50 times slower: the
-defaults take 3-4 minutes on 2 cores (``--jobs``, default the number of
+defaults take 1.5-4 minutes on 2 cores (``--jobs``, default the number of
 CPUs).
 
 The ratio printed, CartPole's instructions per step over the env's, is what
