@@ -9,10 +9,14 @@ because CartPole spends much of its step in numpy calls and kenv in plain
 Python, and CPUs differ in how fast they run each).
 A count of instructions (``valgrind --tool=callgrind``) does not depend on the
 load.  Two AVX2-only machines with ratios a third apart (Kernel-v0
-0.050-0.052x and 0.067-0.072x) gave the same counts to within 0.15%; they
-can still differ between CPUs where a library runs other code for them
-(numpy picks its kernels by SIMD level), and no AVX-512 machine has been
-counted.
+0.050-0.052x and 0.067-0.072x) gave the same counts to within 0.15%, and an
+Intel Xeon with AVX-512 (0.042-0.044x) the same again (Kernel-v0 1,038,811
+against 1,039,109; CartPole-v1 81,023 against 81,046).  That says less than
+it seems: valgrind's simulated CPU has no AVX-512, so numpy, which picks its
+kernels by SIMD level, finds none under it (``__cpu_features__`` there: AVX2,
+no AVX512F) and the count is of the AVX2 code.  A count measures the work a step
+asks for; how fast a given CPU does that work shows only in the wall-clock
+ratio.
 
 Each env (and CartPole-v1) runs ``kenv bench``'s own stepper -- ``gym.make``
 with its defaults, uniformly random actions drawn in the loop, resets counted
