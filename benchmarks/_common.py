@@ -37,6 +37,24 @@ def best_of(n: int, fn):
     return best, out
 
 
+def add_chunk_args(ap: argparse.ArgumentParser, steps: int, warmup: int) -> None:
+    """The options of a benchmark that steps envs in chunks alternating with
+    CartPole-v1: --env, --steps (default ``steps``), --rounds, --warmup, --seed."""
+    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
+    ap.add_argument("--steps", type=int, default=steps, help=f"timed steps per env (default {steps})")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating chunks per env (default 5)")
+    ap.add_argument("--warmup", type=int, default=warmup, help=f"untimed steps first (default {warmup})")
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def check_chunk_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The env ids asked for (:func:`env_ids`), after checking the options of
+    :func:`add_chunk_args` (an argparse error naming them otherwise)."""
+    if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
+        ap.error("--steps and --rounds must be >= 1, --warmup >= 0")
+    return env_ids(ap, args.env)
+
+
 def env_ids(ap: argparse.ArgumentParser, chosen: list[str] | None) -> list[str]:
     """The ``--env`` ids asked for (all kenv envs if none), each checked
     against the registered ones (an argparse error naming it otherwise)."""

@@ -31,7 +31,7 @@ import time
 import gymnasium as gym
 
 import kenv  # noqa: F401  (registers the envs)
-from _common import env_ids
+from _common import add_chunk_args, check_chunk_args
 from kenv.envs.bench import WARMUP, _Stepper
 
 #: the info fields a step is classified by unless --by says otherwise
@@ -94,21 +94,18 @@ def _info_fields(env_id: str) -> set[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
-    ap.add_argument("--by", nargs="+", default=list(DEFAULT_BY),
+    add_chunk_args(ap, steps=6000, warmup=WARMUP)
+    ap.add_argument("--by", nargs="+", default=None,
                     help=f"info fields to classify steps by (default: {' '.join(DEFAULT_BY)})")
-    ap.add_argument("--steps", type=int, default=6000, help="timed steps per env (default 6000)")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating chunks per env (default 5)")
-    ap.add_argument("--warmup", type=int, default=WARMUP, help=f"untimed steps first (default {WARMUP})")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
-        ap.error("--steps and --rounds must be >= 1, --warmup >= 0")
-    ids = env_ids(ap, args.env)
-    fields = set().union(*map(_info_fields, ids))
-    for f in args.by:
-        if f not in fields:
-            ap.error(f"--by: {f!r} is in no selected env's info; allowed: {', '.join(sorted(fields))}")
+    ids = check_chunk_args(ap, args)
+    if args.by is None:
+        args.by = DEFAULT_BY    # each env is classified by those of them its info has
+    else:
+        fields = set().union(*map(_info_fields, ids))
+        for f in args.by:
+            if f not in fields:
+                ap.error(f"--by: {f!r} is in no selected env's info; allowed: {', '.join(sorted(fields))}")
     for env_id in ids:
         kinds, cartpole_us = step_kinds(env_id, tuple(args.by), args.steps, min(args.rounds, args.steps),
                                         args.warmup, args.seed)

@@ -31,7 +31,7 @@ import time
 import gymnasium as gym
 
 import kenv  # noqa: F401  (registers the envs)
-from _common import env_ids
+from _common import add_chunk_args, check_chunk_args
 from kenv.envs.bench import WARMUP, _Stepper
 from kenv.sim.engine import Engine
 
@@ -121,15 +121,9 @@ def split(env_id: str, steps: int, rounds: int, warmup: int, seed: int = 0) -> d
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
-    ap.add_argument("--steps", type=int, default=2000, help="timed steps per env (default 2000)")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating chunks per env (default 5)")
-    ap.add_argument("--warmup", type=int, default=WARMUP, help=f"untimed steps first (default {WARMUP})")
-    ap.add_argument("--seed", type=int, default=0)
+    add_chunk_args(ap, steps=2000, warmup=WARMUP)
     args = ap.parse_args()
-    if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
-        ap.error("--steps and --rounds must be >= 1, --warmup >= 0")
-    ids = env_ids(ap, args.env)
+    ids = check_chunk_args(ap, args)
     print(f"{'env':<20}" + "".join(f"{p:>8}" for p in PARTS + ("total",))
           + f"{'budget':>8}{'engine/budget':>15}   (us per step)")
     for env_id in ids:
