@@ -59,7 +59,7 @@ def _chunk(stepper: _Stepper, steps: int, by: tuple, kinds: dict) -> None:
         kinds[kind].append(dt)
         stepper.done_steps += 1
         if term or trunc:
-            env.reset(seed=stepper.seed + stepper.done_steps)
+            stepper.next_episode()
 
 
 def step_kinds(env_id: str, by: tuple, steps: int, rounds: int, warmup: int, seed: int = 0):

@@ -64,9 +64,13 @@ class _Stepper:
             sim_s += info.get("step_sim_s", 0.0) if isinstance(info, dict) else 0.0
             self.done_steps += 1
             if term or trunc:
-                env.reset(seed=self.seed + self.done_steps)
+                self.next_episode()
         dt = time.perf_counter() - t0
         return steps / dt, sim_s / steps
+
+    def next_episode(self) -> None:
+        """Reset at an episode's end, with the seed bench gives the episode that starts after ``done_steps``."""
+        self.env.reset(seed=self.seed + self.done_steps)
 
     def close(self) -> None:
         self.env.close()
