@@ -1,0 +1,37 @@
+"""The benchmark scripts' own bad input: an argparse error naming the option and the value."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "step_kinds.py"), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--by", "mixs"], "--by: 'mixs' is in no selected env's info; allowed: action_name"),
+    (["--steps", "0"], "--steps and --rounds must be >= 1"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
+])
+def test_step_kinds_bad_input_is_an_error_naming_the_option(args, named):
+    out = _run(*args)
+    assert out.returncode == 2
+    assert named in out.stderr
+    assert out.stdout == ""     # nothing measured or printed before the error
+
+
+def test_step_kinds_by_a_chosen_field_classifies_the_steps_by_it():
+    out = _run("--env", "kenv/Raid6Bench-v0", "--by", "action_name", "--steps", "50", "--warmup", "0", "--rounds", "1")
+    assert out.returncode == 0, out.stderr
+    assert "kenv/Raid6Bench-v0: env.step" in out.stdout
+    assert "migrate_disable" in out.stdout or "preempt_disable" in out.stdout
