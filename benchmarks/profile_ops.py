@@ -17,17 +17,15 @@ and list methods, builtins); for that, count machine instructions, e.g.
 from __future__ import annotations
 
 import argparse
-import collections
-import os
-import sys
 
 import gymnasium as gym
 
 import kenv  # noqa: F401  (registers the envs)
+from _common import OpCounter
 
 
 def count_ops(env_id: str, warmup: int, steps: int, seed: int = 0):
-    """(bytecodes, calls) per (file, function) over ``steps`` steps after ``warmup``."""
+    """The bytecodes and calls (an :class:`OpCounter`) of ``steps`` steps after ``warmup``."""
     env = gym.make(env_id)
     env.action_space.seed(seed)
     env.reset(seed=seed)
@@ -43,27 +41,11 @@ def count_ops(env_id: str, warmup: int, steps: int, seed: int = 0):
 
     for i in range(warmup):
         step(i)
-    ops: collections.Counter = collections.Counter()
-    calls: collections.Counter = collections.Counter()
-
-    def tracer(frame, event, arg):
-        code = frame.f_code
-        key = (os.path.basename(code.co_filename), code.co_qualname)
-        if event == "call":
-            frame.f_trace_opcodes = True
-            calls[key] += 1
-        elif event == "opcode":
-            ops[key] += 1
-        return tracer
-
-    sys.settrace(tracer)
-    try:
+    with OpCounter() as counter:
         for i in range(warmup, warmup + steps):
             step(i)
-    finally:
-        sys.settrace(None)
     env.close()
-    return ops, calls
+    return counter
 
 
 def main() -> None:
@@ -76,14 +58,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.top < 0:
         ap.error("--steps must be >= 1, --warmup and --top >= 0")
-    ops, calls = count_ops(args.env, args.warmup, args.steps, args.seed)
+    counter = count_ops(args.env, args.warmup, args.steps, args.seed)
+    ops, calls = counter.ops, counter.calls
     n = args.steps
     print(f"{args.env}: {sum(ops.values()) / n:,.0f} bytecodes and {sum(calls.values()) / n:,.1f} "
           f"calls per step ({n} steps after {args.warmup})")
-    by_file: collections.Counter = collections.Counter()
-    for (f, _), v in ops.items():
-        by_file[f] += v
-    print("per file: " + ", ".join(f"{f} {v / n:,.0f}" for f, v in by_file.most_common(12)))
+    print("per file: " + ", ".join(f"{f} {v / n:,.0f}" for f, v in counter.by_file().most_common(12)))
     print(f"{'bytecodes':>10} {'calls':>7}  function")
     for (f, q), v in ops.most_common(args.top):
         print(f"{v / n:10.1f} {calls[(f, q)] / n:7.2f}  {f}:{q}")
