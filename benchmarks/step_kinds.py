@@ -1,6 +1,7 @@
 """Which kinds of step a kenv env's time goes to, against the time a 0.1x-CartPole step may take.
 
     PYTHONPATH=. python benchmarks/step_kinds.py [--env ID ...] [--by FIELD ...] [--steps 6000] [--rounds 5] [--warmup 1000]
+    PYTHONPATH=. python benchmarks/step_kinds.py --count [--env ID ...] [--by FIELD ...] [--steps 1500]
 
 ``benchmarks/step_split.py`` splits the average step into its parts (engine,
 glue, ...).  This splits the steps themselves by what happened in them, as
@@ -19,6 +20,13 @@ process.  Only ``env.step`` is timed (not the action draw or the resets, which
 time per step, and its share of the stepping time; ``budget`` is ten times
 CartPole-v1's time per step in the chunks next to them (the whole step's, the
 action draw included, as bench counts it).
+
+``--count`` splits the same steps by the bytecodes each ``env.step`` executes
+(:class:`_common.OpCounter`) instead of its time: figures that do not move
+with the machine's load, so a change's effect on one kind of step shows
+exactly (no CartPole-v1 chunks then; per kind also the files its bytecodes
+run in).  Bytecodes leave out work done in C, so they rank kinds rather than
+predict the time ratio; ``benchmarks/instructions.py`` counts instructions.
 """
 
 from __future__ import annotations
@@ -26,16 +34,19 @@ from __future__ import annotations
 import argparse
 import collections
 import statistics
+import sys
 import time
 
 import gymnasium as gym
 
 import kenv  # noqa: F401  (registers the envs)
-from _common import add_chunk_args, check_chunk_args
+from _common import OpCounter, add_chunk_args, check_chunk_args
 from kenv.envs.bench import WARMUP, _Stepper
 
 #: the info fields a step is classified by unless --by says otherwise
 DEFAULT_BY = ("mixes", "wait", "window")
+#: --count's default --steps: counting runs each step about ten times slower
+COUNT_STEPS = 1500
 
 
 def _label(field: str, value) -> str:
@@ -46,17 +57,29 @@ def _label(field: str, value) -> str:
     return str(value)
 
 
-def _chunk(stepper: _Stepper, steps: int, by: tuple, kinds: dict) -> None:
-    """The next ``steps`` steps of ``stepper``'s env, each step's time added to its kind."""
+def _timed(env, action) -> tuple:
+    """(``env.step(action)``, its wall time in seconds)."""
+    t0 = time.perf_counter()
+    out = env.step(action)
+    return out, time.perf_counter() - t0
+
+
+def _counted(env, action) -> tuple:
+    """(``env.step(action)``, its :class:`OpCounter`)."""
+    with OpCounter() as counter:
+        out = env.step(action)
+    return out, counter
+
+
+def _chunk(stepper: _Stepper, steps: int, by: tuple, kinds: dict, measure=_timed) -> None:
+    """The next ``steps`` steps of ``stepper``'s env, what ``measure`` made of
+    each step (its time by default) added to the step's kind."""
     env = stepper.env
-    pc = time.perf_counter
     for _ in range(steps):
         action = env.action_space.sample()
-        t0 = pc()
-        _, _, term, trunc, info = env.step(action)
-        dt = pc() - t0
+        (_, _, term, trunc, info), cost = measure(env, action)
         kind = tuple(_label(f, info[f]) for f in by if f in info)
-        kinds[kind].append(dt)
+        kinds[kind].append(cost)
         stepper.done_steps += 1
         if term or trunc:
             stepper.next_episode()
@@ -82,6 +105,34 @@ def step_kinds(env_id: str, by: tuple, steps: int, rounds: int, warmup: int, see
     return kinds, statistics.median(refs)
 
 
+def step_kinds_counted(env_id: str, by: tuple, steps: int, warmup: int, seed: int = 0) -> dict:
+    """{kind: [the OpCounter of each of its steps]} over ``steps`` steps after ``warmup``."""
+    env = _Stepper(env_id, seed)
+    try:
+        if warmup:
+            env.chunk(warmup)
+        kinds: dict[tuple, list] = collections.defaultdict(list)
+        _chunk(env, steps, by, kinds, _counted)
+    finally:
+        env.close()
+    return kinds
+
+
+def _print_counted(env_id: str, kinds: dict, steps: int, warmup: int) -> None:
+    n = sum(len(v) for v in kinds.values())
+    ops = {kind: [sum(c.ops.values()) for c in v] for kind, v in kinds.items()}
+    total = sum(sum(v) for v in ops.values())
+    print(f"{env_id}: env.step {total / n:,.0f} bytecodes on average ({steps} steps after {warmup})")
+    print(f"  {'kind':<44}{'steps':>8}{'bytecodes/step':>16}{'bytecodes':>11}  top files (bytecodes/step)")
+    for kind, v in sorted(ops.items(), key=lambda kv: -sum(kv[1])):
+        files = collections.Counter()
+        for c in kinds[kind]:
+            files.update(c.by_file())
+        top = ", ".join(f"{f} {x / len(v):,.0f}" for f, x in files.most_common(4))
+        print(f"  {', '.join(kind) or '(all)':<44}{len(v) / n:>8.1%}{sum(v) / len(v):>16,.0f}"
+              f"{sum(v) / total:>11.1%}  {top}")
+
+
 def _info_fields(env_id: str) -> set[str]:
     """The fields of ``env_id``'s step info (one step from a reset)."""
     env = gym.make(env_id)
@@ -97,7 +148,11 @@ def main() -> None:
     add_chunk_args(ap, steps=6000, warmup=WARMUP)
     ap.add_argument("--by", nargs="+", default=None,
                     help=f"info fields to classify steps by (default: {' '.join(DEFAULT_BY)})")
+    ap.add_argument("--count", action="store_true",
+                    help="bytecodes per step instead of time (no CartPole-v1 chunks; --steps default 1500)")
     args = ap.parse_args()
+    if args.count and "--steps" not in sys.argv[1:]:
+        args.steps = COUNT_STEPS
     ids = check_chunk_args(ap, args)
     if args.by is None:
         args.by = DEFAULT_BY    # each env is classified by those of them its info has
@@ -107,6 +162,10 @@ def main() -> None:
             if f not in fields:
                 ap.error(f"--by: {f!r} is in no selected env's info; allowed: {', '.join(sorted(fields))}")
     for env_id in ids:
+        if args.count:
+            _print_counted(env_id, step_kinds_counted(env_id, tuple(args.by), args.steps, args.warmup, args.seed),
+                           args.steps, args.warmup)
+            continue
         kinds, cartpole_us = step_kinds(env_id, tuple(args.by), args.steps, min(args.rounds, args.steps),
                                         args.warmup, args.seed)
         n = sum(len(v) for v in kinds.values())

@@ -35,3 +35,16 @@ def test_step_kinds_by_a_chosen_field_classifies_the_steps_by_it():
     assert out.returncode == 0, out.stderr
     assert "kenv/Raid6Bench-v0: env.step" in out.stdout
     assert "migrate_disable" in out.stdout or "preempt_disable" in out.stdout
+
+
+def test_step_kinds_count_splits_the_steps_by_bytecodes():
+    out = _run("--count", "--env", "kenv/Raid6Bench-v0", "--by", "action_name", "--steps", "20", "--warmup", "0")
+    assert out.returncode == 0, out.stderr
+    head, *rows = out.stdout.splitlines()
+    assert head.startswith("kenv/Raid6Bench-v0: env.step ") and head.endswith("bytecodes on average (20 steps after 0)")
+    kinds = [r.split()[0] for r in rows[1:]]
+    assert kinds and set(kinds) <= {"preempt_disable", "migrate_disable"}
+    # each kind's share of the steps, and its bytecodes per step: a count, not zero
+    for r in rows[1:]:
+        share, per_step = r.split()[1], r.split()[2]
+        assert share.endswith("%") and int(per_step.replace(",", "")) > 0
