@@ -181,6 +181,17 @@ def _run(ff, *, wait, nr_cpus=1, hz=100, silent_s=0.5, until_s=1.0, bs=16, inter
     return _observe(k, hw), hw.core.rng.ff
 
 
+def _assert_fifo_words_accounted(obs):
+    """Every word taken from the FIFO is delivered (to a reader, to the pool, or
+    left in rng_buffer), but for those of a read whose RNG_DATA reads the run
+    ended inside: bcm2835_rng_read() takes them as it starts reading and returns
+    them after.  Only the last read logged can be such a read (reading_mutex: one
+    read at a time)."""
+    delivered = sum(obs["to_user"].values()) + obs["to_pool"] + obs["data_avail"]
+    in_read = obs["consumed"] * 4 - delivered
+    assert in_read in (0, 4 * obs["read_log"][-1][1]), (obs["consumed"], delivered, obs["read_log"][-1])
+
+
 @pytest.mark.parametrize("wait", ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(1000,2000)"])
 def test_idle_polls_skipped_exactly(monkeypatch, wait):
     fast, ff = _run(True, wait=wait, monkeypatch=monkeypatch)
@@ -192,6 +203,9 @@ def test_idle_polls_skipped_exactly(monkeypatch, wait):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.integers(1, 999_000_000), run_us=st.integers(1, 30_000),
        wait=st.sampled_from(["hwrng_yield", "usleep_range(500,700)"]))
+# the run ends inside a read's RNG_DATA reads: 5 words taken from the FIFO, not yet
+# returned (found by hypothesis; in detail too, so the invariant allows that read)
+@example(start=12_628_361, run_us=17_269, wait="usleep_range(500,700)")
 def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
     """A task woken on the poller's CPU mid-skip: the skip is cut back to the next
     poll, which is simulated in detail -- the same run as with every poll simulated,
@@ -203,7 +217,7 @@ def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
         assert fast == exact
     else:   # the poll it woke inside ran a little late: at most a FIFO's worth of words moved
         assert fast["now"] == exact["now"] and abs(fast["consumed"] - exact["consumed"]) <= 5
-    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+    _assert_fifo_words_accounted(fast)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -236,7 +250,7 @@ def test_interrupt_inside_spin_reads(monkeypatch, at, dur):
     if ff.inexact == 0:
         assert fast == exact
     # a cut is approximate, but never delivers what was not generated
-    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+    _assert_fifo_words_accounted(fast)
     assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16
 
 
@@ -253,7 +267,7 @@ def test_spin_reads_cut_by_another_task(monkeypatch, start, run_us, preempt):
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:           # it came while no read was being skipped
         assert fast == exact
-    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+    _assert_fifo_words_accounted(fast)
     assert fast["consumed"] <= exact["consumed"] + 5
     # the reader lost no more than a FIFO's worth of words to the cut
     assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16 + 4 * 5
@@ -312,7 +326,7 @@ def test_reading_wait_cycles_cut_by_another_task(monkeypatch, start, run_us):
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:
         assert fast == exact
-    assert fast["consumed"] * 4 == sum(fast["to_user"].values()) + fast["to_pool"] + fast["data_avail"]
+    _assert_fifo_words_accounted(fast)
 
 
 START_NS = 250_000_000
