@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import collections
 import statistics
-import sys
 import time
 
 import gymnasium as gym
@@ -45,7 +44,8 @@ from kenv.envs.bench import WARMUP, _Stepper
 
 #: the info fields a step is classified by unless --by says otherwise
 DEFAULT_BY = ("mixes", "wait", "window")
-#: --count's default --steps: counting runs each step about ten times slower
+#: the default --steps: timed, and with --count (counting runs a step about ten times slower)
+TIMED_STEPS = 6000
 COUNT_STEPS = 1500
 
 
@@ -65,10 +65,10 @@ def _timed(env, action) -> tuple:
 
 
 def _counted(env, action) -> tuple:
-    """(``env.step(action)``, its :class:`OpCounter`)."""
+    """(``env.step(action)``, its bytecodes per file: :class:`OpCounter`)."""
     with OpCounter() as counter:
         out = env.step(action)
-    return out, counter
+    return out, counter.by_file()
 
 
 def _chunk(stepper: _Stepper, steps: int, by: tuple, kinds: dict, measure=_timed) -> None:
@@ -106,7 +106,7 @@ def step_kinds(env_id: str, by: tuple, steps: int, rounds: int, warmup: int, see
 
 
 def step_kinds_counted(env_id: str, by: tuple, steps: int, warmup: int, seed: int = 0) -> dict:
-    """{kind: [the OpCounter of each of its steps]} over ``steps`` steps after ``warmup``."""
+    """{kind: [the bytecodes per file of each of its steps]} over ``steps`` steps after ``warmup``."""
     env = _Stepper(env_id, seed)
     try:
         if warmup:
@@ -120,14 +120,14 @@ def step_kinds_counted(env_id: str, by: tuple, steps: int, warmup: int, seed: in
 
 def _print_counted(env_id: str, kinds: dict, steps: int, warmup: int) -> None:
     n = sum(len(v) for v in kinds.values())
-    ops = {kind: [sum(c.ops.values()) for c in v] for kind, v in kinds.items()}
+    ops = {kind: [sum(c.values()) for c in v] for kind, v in kinds.items()}
     total = sum(sum(v) for v in ops.values())
     print(f"{env_id}: env.step {total / n:,.0f} bytecodes on average ({steps} steps after {warmup})")
     print(f"  {'kind':<44}{'steps':>8}{'bytecodes/step':>16}{'bytecodes':>11}  top files (bytecodes/step)")
     for kind, v in sorted(ops.items(), key=lambda kv: -sum(kv[1])):
         files = collections.Counter()
         for c in kinds[kind]:
-            files.update(c.by_file())
+            files.update(c)
         top = ", ".join(f"{f} {x / len(v):,.0f}" for f, x in files.most_common(4))
         print(f"  {', '.join(kind) or '(all)':<44}{len(v) / n:>8.1%}{sum(v) / len(v):>16,.0f}"
               f"{sum(v) / total:>11.1%}  {top}")
@@ -145,14 +145,16 @@ def _info_fields(env_id: str) -> set[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_chunk_args(ap, steps=6000, warmup=WARMUP)
+    add_chunk_args(ap, steps=TIMED_STEPS, warmup=WARMUP)
     ap.add_argument("--by", nargs="+", default=None,
                     help=f"info fields to classify steps by (default: {' '.join(DEFAULT_BY)})")
     ap.add_argument("--count", action="store_true",
-                    help="bytecodes per step instead of time (no CartPole-v1 chunks; --steps default 1500)")
+                    help=f"bytecodes per step instead of time (no CartPole-v1 chunks, so no --rounds; "
+                         f"--steps default {COUNT_STEPS})")
+    ap.set_defaults(steps=None)     # 6000, or COUNT_STEPS with --count
     args = ap.parse_args()
-    if args.count and "--steps" not in sys.argv[1:]:
-        args.steps = COUNT_STEPS
+    if args.steps is None:
+        args.steps = COUNT_STEPS if args.count else TIMED_STEPS
     ids = check_chunk_args(ap, args)
     if args.by is None:
         args.by = DEFAULT_BY    # each env is classified by those of them its info has
