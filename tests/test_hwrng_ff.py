@@ -261,6 +261,11 @@ def test_interrupt_inside_spin_reads(monkeypatch, at, dur):
 # woken just as a word's copy ends: in detail rng_dev_read() sees need_resched() there
 # and sleeps a jiffy (found by hypothesis; the skip cut there used to read on)
 @example(start=309_972_276, run_us=1, preempt="full")
+# woken 1 ns after a word's copy ended, not preemptible: in detail the reader goes on
+# to the next word's copy end, past the 330 ms tick, and sleeps two jiffies from there
+# (found by hypothesis; the cut used to sleep at once, before the tick, and wake a
+# jiffy early: 348 words too many)
+@example(start=329_972_277, run_us=1, preempt="none")
 def test_spin_reads_cut_by_another_task(monkeypatch, start, run_us, preempt):
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(start, run_us * NSEC_PER_USEC),
               monkeypatch=monkeypatch, preempt=preempt)

@@ -69,7 +69,11 @@ else on the reader's CPU, ``reading_mutex`` free and the ``hwrng`` kthread
 asleep on a timer, whose expiry bounds the skip); an interrupt inside a spin
 only takes spin time, as it does in detail; anything else cuts the skip short,
 approximately (the words of a partial read go to ``rng_buffer``), and counts
-as :attr:`HwrngFastForward.inexact`.  :meth:`HwrngFastForward.skip_words` does
+as :attr:`HwrngFastForward.inexact`.  A wakeup that cannot preempt the reader
+(``none``, ``voluntary``) cuts it at the next point where ``rng_dev_read()``
+looks at ``need_resched()``, the end of a word's copy, where the reader then
+sleeps ``schedule_timeout_interruptible(1)`` as in detail.
+:meth:`HwrngFastForward.skip_words` does
 the same for the words of the read in progress, from the top of
 ``rng_dev_read()``'s loop (whose locals are in :class:`~kenv.drivers.hwrng.ReadCall`):
 when steps end by time, the read a step ends in is spun through up to its
@@ -87,7 +91,7 @@ import operator
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, RunUntil, Task, TaskBody
+from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, Run, RunUntil, Task, TaskBody
 from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex_lock, mutex_unlock
 from ..kernel.sleep import _process_timeout, schedule_timeout_interruptible
@@ -678,6 +682,15 @@ class _SpinReads:
         if rq.ff is self:
             rq.ff = None
         t = self.k.now if self.cut_at is None else self.cut_at
+        on_to_check = self.cut_at is not None and rq.need_resched and not k.preemptible and k.now == t
+        if on_to_check:
+            # A wakeup that cannot preempt the reader: rng_dev_read() sees
+            # need_resched() only after a word's copy, so the reader goes on to
+            # the end of the word it reads or spins toward (as in detail), and
+            # sleeps there (below) -- on the tick side of that copy's end.
+            t = self._copy_end_after(t)
+            if t > k.now:
+                yield Run(t - k.now)
         # words picked up by ``t`` (their status read over) and whole reads done
         nw = min(self.q * self.w, max(0, rng.produced(t - self.r) - self.n_first + 1))
         done = min(self.q, max(0, rng.produced(t - 3 * self.r - self.c) - self.n_first + 1) // self.w)
@@ -696,7 +709,8 @@ class _SpinReads:
         capped = self.cap is not None and t >= self.R + self.r    # the extra status read is over
         spin = self._spin_until(t, nw) - self.stolen - capped * self.r
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + max(0, spin)
-        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + capped + (self.cut_at is not None)
+        spinning = self.cut_at is not None and not on_to_check    # cut inside a spin
+        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + capped + spinning
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + done * self.size
         call = self.call
         if call is None:
@@ -708,11 +722,21 @@ class _SpinReads:
             self.ff.words_skipped += done
         core.data_avail = 4 * (nw - done * self.w)   # a cut: a partial read's words wait in rng_buffer
         mutex_unlock(task, lock)
-        if (self.cut_at is not None and nw and self.T(nw - 1) + 3 * self.r + self.c == self.cut_at
+        if (self.cut_at is not None and nw and self.T(nw - 1) + 3 * self.r + self.c == t
                 and k.cpus[task.cpu].need_resched):
-            # cut just as a word's copy ended: rng_dev_read() checks need_resched() there
+            # cut (or gone on) to a word's copy end: rng_dev_read() checks need_resched() there
             yield from schedule_timeout_interruptible(task, 1)
         return done
+
+    def _copy_end_after(self, t: int) -> int:
+        """The end of the first word's copy at or after ``t`` (the next point
+        where rng_dev_read() checks need_resched()): of the word picked up by
+        ``t`` if its copy is still going on, else of the next word."""
+        r, c = self.r, self.c
+        i = min(self.q * self.w, max(0, self.rng.produced(t - r) - self.n_first + 1))  # picked up by t
+        if i and self.T(i - 1) + 3 * r + c >= t:
+            return self.T(i - 1) + 3 * r + c
+        return self.T(i) + 3 * r + c
 
     def _spin_until(self, t: int, nw: int) -> int:
         """CPU time spent spinning from the start to ``t``, ``nw`` words picked up."""
