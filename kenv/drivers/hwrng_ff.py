@@ -669,7 +669,16 @@ class _SpinReads:
         return self.rng.word_time(self.n_first + i)
 
     def end(self, q: int) -> int:
-        return self.T(q * self.w - 1) + 3 * self.r + self.c
+        return self._copy_end(q * self.w - 1)
+
+    def _copy_end(self, i: int) -> int:
+        """The end of the i-th word's copy: landing, RNG_STATUS, RNG_DATA, the
+        copy -- where rng_dev_read() checks need_resched()."""
+        return self.T(i) + 3 * self.r + self.c
+
+    def _picked_up(self, t: int) -> int:
+        """Words picked up by ``t`` (their status read over), at most the planned ones."""
+        return min(self.q * self.w, max(0, self.rng.produced(t - self.r) - self.n_first + 1))
 
     def run(self) -> TaskBody:
         task, core, rng, k = self.task, self.core, self.rng, self.k
@@ -692,7 +701,7 @@ class _SpinReads:
             if t > k.now:
                 yield Run(t - k.now)
         # words picked up by ``t`` (their status read over) and whole reads done
-        nw = min(self.q * self.w, max(0, rng.produced(t - self.r) - self.n_first + 1))
+        nw = self._picked_up(t)
         done = min(self.q, max(0, rng.produced(t - 3 * self.r - self.c) - self.n_first + 1) // self.w)
         if self.cut_at is not None:
             nw = max(nw, done * self.w)
@@ -722,7 +731,7 @@ class _SpinReads:
             self.ff.words_skipped += done
         core.data_avail = 4 * (nw - done * self.w)   # a cut: a partial read's words wait in rng_buffer
         mutex_unlock(task, lock)
-        if (self.cut_at is not None and nw and self.T(nw - 1) + 3 * self.r + self.c == t
+        if (self.cut_at is not None and nw and self._copy_end(nw - 1) == t
                 and k.cpus[task.cpu].need_resched):
             # cut (or gone on) to a word's copy end: rng_dev_read() checks need_resched() there
             yield from schedule_timeout_interruptible(task, 1)
@@ -732,11 +741,10 @@ class _SpinReads:
         """The end of the first word's copy at or after ``t`` (the next point
         where rng_dev_read() checks need_resched()): of the word picked up by
         ``t`` if its copy is still going on, else of the next word."""
-        r, c = self.r, self.c
-        i = min(self.q * self.w, max(0, self.rng.produced(t - r) - self.n_first + 1))  # picked up by t
-        if i and self.T(i - 1) + 3 * r + c >= t:
-            return self.T(i - 1) + 3 * r + c
-        return self.T(i) + 3 * r + c
+        i = self._picked_up(t)
+        if i and self._copy_end(i - 1) >= t:
+            return self._copy_end(i - 1)
+        return self._copy_end(i)
 
     def _spin_until(self, t: int, nw: int) -> int:
         """CPU time spent spinning from the start to ``t``, ``nw`` words picked up."""
