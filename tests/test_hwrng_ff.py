@@ -207,6 +207,11 @@ def test_idle_polls_skipped_exactly(monkeypatch, wait):
 # the run ends inside a read's RNG_DATA reads: 5 words taken from the FIFO, not yet
 # returned (found by hypothesis; in detail too, so the invariant allows that read)
 @example(start=12_628_361, run_us=17_269, wait="usleep_range(500,700)")
+# woken inside a skipped cycle's awake window, not preemptible: in detail the reader,
+# awake, sees need_resched() after its next copy and sleeps a jiffy before the task
+# runs (the cut used to run the task first: 123 words too many)
+@example(start=812_118_501, run_us=1, wait="usleep_range(500,700)")
+@example(start=976_349_192, run_us=3_870, wait="usleep_range(500,700)")
 def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
     """A task woken on the poller's CPU mid-skip: the skip is cut back to the next
     poll, which is simulated in detail -- the same run as with every poll simulated,

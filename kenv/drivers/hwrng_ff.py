@@ -53,7 +53,12 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   interrupt.  The skip is cut back to the first cycle that could be affected,
   which is then simulated in detail -- exact, unless the disturbance falls
   inside a skipped cycle's awake window (a few microseconds of every period),
-  which :attr:`HwrngFastForward.inexact` counts.
+  which :attr:`HwrngFastForward.inexact` counts.  There, a task woken that
+  cannot preempt the poller (``none``, ``voluntary``) runs after it, as in
+  detail: after the poller's window if that has a ``need_resched()`` check
+  left (a reader's copy: the window runs again from the wakeup, a few
+  microseconds late, and the reader sleeps a jiffy at its check), else while
+  the poller waits for its next cycle.
 
 The second fast-forward, :meth:`HwrngFastForward.skip_reads`, is for a reader
 that calls ``read(2)`` on /dev/hwrng back to back while the driver spins
@@ -931,9 +936,26 @@ class _Skip:
         self.rq.ff = None
         self._apply(n - 1)
         self.j = n
-        if start >= plan.W(n):
-            self.ff.inexact += 1  # inside cycle n's awake window: wake now
-        self._arm(plan.W(n))
+        if start < plan.W(n):
+            self._arm(plan.W(n))
+            return
+        self.ff.inexact += 1      # inside cycle n's awake window
+        if kind == "enqueue" and not self.k.preemptible:
+            # ``p`` cannot preempt the poller, awake since W(n) in detail: ``p``
+            # waits for its next scheduling point.  A reader sees need_resched()
+            # after each copy, the last one an RNG_STATUS read before B(n); one
+            # of those still to come, it sleeps a jiffy there: the poller runs
+            # its window first (``start - W(n)`` late), before ``p``.  With no
+            # check left (a kthread, a window with no copy) it ends its window
+            # and waits for cycle n+1, and ``p`` runs meanwhile.
+            self._disarm()
+            if plan.cycle(n).d[TO_USER] and start <= plan.B(n) - self.ff.rng.params.rng_readl_ns:
+                self.k.wake_up_on_idle(self.task, run_here=False)   # (inside p's enqueue)
+                return
+            self.j = n + 1
+            self._arm(plan.W(n + 1))
+            return
+        self._arm(plan.W(n))      # wake now
 
 
 __all__ = ["HwrngFastForward"]

@@ -466,14 +466,15 @@ class Kernel:
         self.check_preempt_curr(rq, p)
         return True
 
-    def wake_up_on_idle(self, p: Task) -> None:
+    def wake_up_on_idle(self, p: Task, run_here: bool = True) -> None:
         """wake_up_process() of a sleeping CFS task pinned to its CPU, as the
         caller's last action (simulator shortcut: a fast-forward's end).  If
         the CPU is idle with nothing queued, nothing traces or watches it, and
         no event comes before the kick: try_to_wake_up(), the kick and
         __schedule() applied at once, with the state the three leave -- only
         the task's switch-in goes through the engine, and runs right here if
-        it is the engine's next event (Engine.advance).  Otherwise plain
+        it is the engine's next event (Engine.advance) and ``run_here`` (not
+        for a caller that has more to do after it).  Otherwise plain
         wake_up_process()."""
         engine = self.engine
         rq = self.cpus[p.cpu]
@@ -505,7 +506,7 @@ class Kernel:
         p.state = TASK_RUNNING
         start = t_kick + self.costs.context_switch_ns
         p._switched_in = start
-        if engine.advance(start):     # the switch-in is the next event: run it here
+        if run_here and engine.advance(start):     # the switch-in is the next event: run it here
             self._continue(p)
         else:
             engine.at(start, self._continue, p)
