@@ -948,8 +948,8 @@ class _Skip:
             # its window first (``start - W(n)`` late), before ``p``.  With no
             # check left (a kthread, a window with no copy) it ends its window
             # and waits for cycle n+1, and ``p`` runs meanwhile.
-            self._disarm()
             if plan.cycle(n).d[TO_USER] and start <= plan.B(n) - self.ff.rng.params.rng_readl_ns:
+                self._disarm()
                 self.k.wake_up_on_idle(self.task, run_here=False)   # (inside p's enqueue)
                 return
             self.j = n + 1
