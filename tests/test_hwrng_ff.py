@@ -211,6 +211,10 @@ def test_idle_polls_skipped_exactly(monkeypatch, wait):
 # runs (the cut used to run the task first: 123 words too many)
 @example(start=812_118_501, run_us=1, wait="usleep_range(500,700)")
 @example(start=976_349_192, run_us=3_870, wait="usleep_range(500,700)")
+# woken at the very nanosecond a skipped poll's last status read ends (its wait
+# starts): in detail the order of the two same-time events decides; the cut
+# claimed to be exact and was 1 word off
+@example(start=82_504_160, run_us=17_000, wait="usleep_range(500,700)")
 def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
     """A task woken on the poller's CPU mid-skip: the skip is cut back to the next
     poll, which is simulated in detail -- the same run as with every poll simulated,
@@ -227,6 +231,9 @@ def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.integers(1, 999_000_000), dur=st.integers(0, 200_000))
+# an interrupt at the very nanosecond a skipped poll's status read ends: in detail
+# it delays the start of that poll's wait; the cut claimed to be exact
+@example(at=500_005_120, dur=5_000)
 def test_poll_skip_and_an_interrupt(monkeypatch, at, dur):
     kw = dict(wait="hwrng_yield", irq=(at, dur), monkeypatch=monkeypatch)
     fast, ff = _run(True, **kw)

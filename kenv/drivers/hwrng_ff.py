@@ -52,8 +52,10 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   (``CPU.ff``) anything else that happens there: a task enqueued or an
   interrupt.  The skip is cut back to the first cycle that could be affected,
   which is then simulated in detail -- exact, unless the disturbance falls
-  inside a skipped cycle's awake window (a few microseconds of every period),
-  which :attr:`HwrngFastForward.inexact` counts.  There, a task woken that
+  inside a skipped cycle's awake window (a few microseconds of every period)
+  or at the very nanosecond a skipped cycle ends (where, in detail, the order
+  of two events at the same time decides whether it hits the cycle), which
+  :attr:`HwrngFastForward.inexact` counts.  There, a task woken that
   cannot preempt the poller (``none``, ``voluntary``) runs after it, as in
   detail: after the poller's window if that has a ``need_resched()`` check
   left (a reader's copy: the window runs again from the wakeup, a few
@@ -929,6 +931,13 @@ class _Skip:
         plan = self.plan
         # first skipped cycle whose last status read is not over by ``start``
         n = max(self.applied, plan.cycles_before(start)) + 1
+        if n > 1 and start == plan.B(n - 1) and (kind == "enqueue" or end > start):
+            # At the very nanosecond a skipped cycle's last status read ends: in
+            # detail the order of the two events decides whether the poller is
+            # still on its CPU (the read's end delayed by the interrupt, the task
+            # woken beside it) or already waiting.  The skip does not know that
+            # order and takes the poller as waiting: not known to be exact.
+            self.ff.inexact += 1
         if n >= self.j:
             return            # only the real last wakeup is left: the kernel handles it
         if kind == "irq" and end < plan.W(n):
