@@ -100,6 +100,22 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
     assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
 
 
+# Found by running random scenarios and wait sets with and without the fast-forward.
+@pytest.mark.parametrize("kwargs,seeds", [
+    # the step's new wait was set while a skip slept: the skip's end went on learning,
+    # and learned the old wait's cycle (hwrng_yield's 2 ms) as one of the new wait's
+    ({"scenario": {"preempt": "none", "hz": 1000, "silent_s": 5, "reader_bs": 16, "platform": "rpi3bplus"},
+      "actions": ["usleep_range(100,200)", "usleep_range(500,700)", "hwrng_msleep(20)", "cpu_relax"]},
+     [441929]),
+])
+def test_env_trajectories_of_longer_searches(monkeypatch, kwargs, seeds):
+    monkeypatch.setattr(hwrng_ff, "_LEARNED", {})   # these episodes' learning only
+    fast, jumps, inexact = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, monkeypatch, True)
+    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, monkeypatch, False)
+    assert jumps > 0 and inexact == 0
+    assert fast == exact
+
+
 def test_plans_made_once_serve_later_boundaries(monkeypatch):
     """A plan made from a boundary is kept with its table and serves a later
     boundary in the same state (an episode run again makes fewer plans); a

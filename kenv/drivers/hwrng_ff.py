@@ -47,7 +47,7 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   the poller's CPU; not past a read(2) completion when the step ends at one
   (:attr:`HwrngCore.read_budget`).  Without a declared ``quiet_until`` nothing
   is skipped.  A change of wait (:meth:`Bcm2835Rng.set_wait`) forgets the
-  cycle in progress.
+  cycle in progress (a skip asleep across it learns nothing from its end).
 * **Disturbed.**  While the poller sleeps its CPU reports to this module
   (``CPU.ff``) anything else that happens there: a task enqueued or an
   interrupt.  The skip is cut back to the first cycle that could be affected,
@@ -209,6 +209,8 @@ class HwrngFastForward:
         #: disturbances the fast-forward could not follow exactly (inside a
         #: skipped cycle's awake window, or anything else during skipped reads)
         self.inexact = 0
+        #: calls of forget(): a skip that slept across one learns nothing from its end
+        self.forgotten = 0
 
     # ------------------------------------------------------------ measuring
     def forget(self) -> None:
@@ -216,6 +218,7 @@ class HwrngFastForward:
         abnormally (their sleep may be cut short); learn nothing from them."""
         self._last.clear()
         self._events.clear()
+        self.forgotten += 1
 
     def status_read(self, task: Task, seen: int, taken: int) -> None:
         """bcm2835_rng_read() read RNG_STATUS: ``seen`` words, ``taken`` read."""
@@ -803,6 +806,7 @@ class _Skip:
         self.counters = list(counters)   # the snapshot counters at B(applied)
         self.timer: timer_list | None = None
         self.ev = None
+        self.forgotten = ff.forgotten   # forget() calls before the skip
 
     def _arm(self, t: int) -> None:
         """The wakeup that ends the sleep, at ``t``."""
@@ -840,8 +844,10 @@ class _Skip:
         n = self.applied
         if rng.wait_log is not None:  # the wait in progress (cycle n+1's), as the real one logs it
             rng.wait_log.append((task.comm, plan.B(n), self.k.now))
-        if self.j == self.planned and n >= 1:
-            # learning goes on: cycle j starts from the boundary B(j - 1) the skip predicted
+        if self.j == self.planned and n >= 1 and ff.forgotten == self.forgotten:
+            # learning goes on: cycle j starts from the boundary B(j - 1) the skip
+            # predicted -- unless the wait changed meanwhile (forget()): cycle j,
+            # begun under the old wait, must not be learned as one of the new
             last = plan.cycle(n)
             counters = tuple(self.counters)
             ff._last[task] = (counters, last.state, (last.state, ff._phase(self.k, counters[T])))
