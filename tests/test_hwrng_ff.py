@@ -107,6 +107,13 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
     ({"scenario": {"preempt": "none", "hz": 1000, "silent_s": 5, "reader_bs": 16, "platform": "rpi3bplus"},
       "actions": ["usleep_range(100,200)", "usleep_range(500,700)", "hwrng_msleep(20)", "cpu_relax"]},
      [441929]),
+    # the hwrng kthread, woken on another CPU, blocked on reading_mutex while the
+    # reader's skip slept holding it; the skip did not hear of it, so the reader's
+    # next unlock never handed the lock over (a plan learned in the first episode)
+    ({"scenario": {"preempt": "voluntary", "hz": 1000, "silent_s": "platform", "reader_bs": 256,
+                   "platform": "rpi3bplus"},
+      "actions": ["hwrng_msleep(20)", "cpu_relax", "usleep_range(500,700)"]},
+     [627439, 667087]),
 ])
 def test_env_trajectories_of_longer_searches(monkeypatch, kwargs, seeds):
     monkeypatch.setattr(hwrng_ff, "_LEARNED", {})   # these episodes' learning only

@@ -50,8 +50,10 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   cycle in progress (a skip asleep across it learns nothing from its end).
 * **Disturbed.**  While the poller sleeps its CPU reports to this module
   (``CPU.ff``) anything else that happens there: a task enqueued or an
-  interrupt.  The skip is cut back to the first cycle that could be affected,
-  which is then simulated in detail -- exact, unless the disturbance falls
+  interrupt; and a task on any CPU that blocks on ``reading_mutex``, which
+  the poller holds across its cycles (its next unlock hands the lock over).
+  The skip is cut back to the first cycle that could be affected, which is
+  then simulated in detail -- exact, unless the disturbance falls
   inside a skipped cycle's awake window (a few microseconds of every period)
   or at the very nanosecond a skipped cycle ends (where, in detail, the order
   of two events at the same time decides whether it hits the cycle), which
@@ -929,8 +931,10 @@ class _Skip:
 
     def disturb(self, kind: str, start: int, end: int, p: Task | None = None) -> None:
         """Something else happens on the poller's CPU from ``start`` (task ``p``
-        enqueued now, or an interrupt until ``end``): cut the skip back to the
-        first cycle it could affect, which is then simulated in detail."""
+        enqueued now, or an interrupt until ``end``), or ``p`` blocks on
+        ``reading_mutex`` (``mutex``: the poller's next unlock, in its next
+        awake window, hands it over): cut the skip back to the first cycle it
+        could affect, which is then simulated in detail."""
         if p is self.task:
             self._woken()     # its wakeup: the counters catch up before anything else runs
             return

@@ -221,7 +221,9 @@ class CPU:
         # A fast-forward in progress on this CPU (kenv.drivers.hwrng_ff) that
         # must hear of anything else that happens here: ``ff.disturb(kind,
         # start, end, task)`` is called before a task is enqueued ("enqueue",
-        # the task) or an interrupt steals time ("irq", None) on this CPU.
+        # the task) or an interrupt steals time ("irq", None) on this CPU, and
+        # when a task from anywhere blocks on a mutex held by this CPU's
+        # current task ("mutex", the waiter: mutex_lock()).
         self.ff = None
         # When a list, the CPU's busy stretches are appended as (start, end):
         # interrupts, and from a wakeup on the idle CPU (or a switch-in) until
