@@ -1,4 +1,4 @@
-"""The benchmark scripts' own bad input: an argparse error naming the option and the value."""
+"""The benchmark and search scripts' own runs and bad input (an argparse error naming the option and the value)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,31 @@ def test_step_kinds_count_splits_the_steps_by_bytecodes():
     for r in rows[1:]:
         share, per_step = r.split()[1], r.split()[2]
         assert share.endswith("%") and int(per_step.replace(",", "")) > 0
+
+
+def _search(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "search_fast_forward.py"), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_fast_forward_search_draws_compares_and_replays():
+    out = _search("--minutes", "0.05", "--seed", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    n = int(out.stdout.split(" draws: ")[0].split()[-1])   # "N draws: N same" (exit 1 on a difference)
+    assert n >= 1
+    replay = _search("--replay", "qperf", "kenv/RandomMix-v0", "{'scenario': {'threshold': 64}}", "[0]")
+    assert replay.returncode == 0 and replay.stdout.strip() == "same", replay.stdout + replay.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--minutes", "0"], "--minutes must be > 0"),
+    (["--env", "kenv/Raid6Bench-v0"], "--env: none of ['kenv/Raid6Bench-v0'] runs the chosen fast-forward(s)"),
+    (["--replay", "hwrng", "kenv/RandomMix-v0", "{}", "[0]"], "--replay ENV: 'kenv/RandomMix-v0' does not run"),
+    (["--replay", "qperf", "kenv/RandomMix-v0", "{'a':", "[0]"], "--replay KWARGS: \"{'a':\" is not a Python dict"),
+])
+def test_fast_forward_search_bad_input_is_an_error_naming_the_option(args, named):
+    out = _search(*args)
+    assert out.returncode == 2
+    assert named in out.stderr
+    assert out.stdout == ""

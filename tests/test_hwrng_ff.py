@@ -100,7 +100,7 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
     assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
 
 
-# Found by running random scenarios and wait sets with and without the fast-forward.
+# Found by tests/search_fast_forward.py (random scenarios, wait sets and seeds).
 @pytest.mark.parametrize("kwargs,seeds", [
     # the step's new wait was set while a skip slept: the skip's end went on learning,
     # and learned the old wait's cycle (hwrng_yield's 2 ms) as one of the new wait's
@@ -115,7 +115,7 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
       "actions": ["hwrng_msleep(20)", "cpu_relax", "usleep_range(500,700)"]},
      [627439, 667087]),
 ])
-def test_env_trajectories_of_longer_searches(monkeypatch, kwargs, seeds):
+def test_env_trajectories_identical_in_cases_found_by_search(monkeypatch, kwargs, seeds):
     monkeypatch.setattr(hwrng_ff, "_LEARNED", {})   # these episodes' learning only
     fast, jumps, inexact = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, monkeypatch, True)
     exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, monkeypatch, False)

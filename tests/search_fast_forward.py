@@ -1,0 +1,161 @@
+"""Search for env runs that a fast-forward changes: random scenarios, actions and seeds.
+
+    python tests/search_fast_forward.py [--ff hwrng|qperf ...] [--env ID ...] [--minutes 5] [--seed 0]
+
+A fast-forward (kenv.drivers.hwrng_ff: the rng's wait cycles and spinning
+reads; kenv.workloads.qperf: steady round trips) may only change how many
+engine events a run takes.  The tests check that on a few fixed scenarios.
+This draws many: each draw picks a value of every scenario field the env
+allows (``SCENARIO_FIELDS``), an action set (hwrng waits, mix deferrals) and
+two episode seeds, runs those episodes under random actions with the
+fast-forward on and then off, and compares everything an env returns
+(observations, rewards, ends, info but ``step_sim_s``).  The draws share one
+process, so what the fast-forwards learn in one draw serves the next ones, as
+in any long run.  A draw that differs is printed with the arguments that
+replay it (``--replay``); the exit status is then 1.  Draws where the hwrng
+fast-forward reported an inexact cut are counted, not compared.
+
+Not collected by pytest (its name does not start with ``test_``): a search
+takes minutes.  The cases it has found are pinned in tests/test_hwrng_ff.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import random
+import sys
+import time
+
+import gymnasium as gym
+
+import kenv  # noqa: F401  (registers the envs)
+from kenv.drivers import hwrng, hwrng_ff
+from kenv.envs.hwrng_wait import HwrngWaitEnv
+from kenv.envs.kernel_env import KernelEnv
+from kenv.envs.random_mix import RandomMixEnv
+from kenv.workloads import qperf
+
+#: per fast-forward: its module (whose FAST_FORWARD switches it) and the envs that run it
+FAST_FORWARDS = {
+    "hwrng": (hwrng, ("kenv/HwrngWait-v0", "kenv/Kernel-v0")),
+    "qperf": (qperf, ("kenv/RandomMix-v0", "kenv/Kernel-v0")),
+}
+ENV_CLASSES = {"kenv/HwrngWait-v0": HwrngWaitEnv, "kenv/Kernel-v0": KernelEnv, "kenv/RandomMix-v0": RandomMixEnv}
+#: the hwrng waits a draw's action set is taken from
+WAITS = ("cpu_relax", "hwrng_yield", "hwrng_msleep(1000)", "hwrng_msleep(3)", "hwrng_msleep(20)",
+         "usleep_range(50,60)", "usleep_range(100,200)", "usleep_range(500,700)", "usleep_range(3000,5000)")
+STEPS = 24
+#: step lengths of Kernel-v0 and RandomMix-v0 a draw picks from (the longer ones make slow detailed runs)
+STEP_MS = (5, 10, 20)
+
+
+def draw(rnd: random.Random, ff: str, env_id: str) -> tuple[dict, list[int]]:
+    """The constructor arguments and the two episode seeds of one draw."""
+    fields = ENV_CLASSES[env_id].SCENARIO_FIELDS
+    scenario = {name: rnd.choice(values) for name, values in fields.items()}
+    if "step_ms" in scenario:
+        scenario["step_ms"] = rnd.choice(STEP_MS)
+    kwargs: dict = {"scenario": scenario}
+    if ff == "hwrng":
+        waits = rnd.sample(WAITS, rnd.randint(2, 4))
+        kwargs["actions"] = waits if env_id == "kenv/HwrngWait-v0" else {"wait": waits}
+    elif env_id == "kenv/RandomMix-v0":
+        kwargs["actions"] = rnd.choice([None, list(RandomMixEnv.DEFAULT_ACTIONS + RandomMixEnv.EXTENDED_ACTIONS)])
+    return kwargs, [rnd.randrange(10**6) for _ in range(2)]
+
+
+def trajectory(env_id: str, kwargs: dict, seeds: list[int], module, on: bool) -> tuple[list, int]:
+    """What the episodes showed with ``module``'s fast-forward ``on`` or off,
+    and the inexact cuts the hwrng fast-forward reported."""
+    module.FAST_FORWARD = on
+    env = gym.make(env_id, **kwargs)
+    out, inexact = [], 0
+    try:
+        for seed in seeds:
+            obs, info = env.reset(seed=seed)
+            env.action_space.seed(seed)
+            out.append((obs.tobytes(), repr(sorted(info.items()))))
+            for _ in range(STEPS):
+                obs, reward, term, trunc, info = env.step(env.action_space.sample())
+                info = {k: v for k, v in info.items() if k != "step_sim_s"}
+                out.append((obs.tobytes(), reward, term, trunc, repr(sorted(info.items()))))
+                if term or trunc:
+                    break
+            core = getattr(env.unwrapped._episode, "hw", None)
+            core = core.core if core is not None else None
+            if core is not None and core.rng.ff is not None:
+                inexact += core.rng.ff.inexact
+    finally:
+        env.close()
+        module.FAST_FORWARD = True
+    return out, inexact
+
+
+def compare(ff: str, env_id: str, kwargs: dict, seeds: list[int]) -> str:
+    """'same', 'inexact' or 'DIFFERS at step N' for one draw."""
+    module = FAST_FORWARDS[ff][0]
+    fast, inexact = trajectory(env_id, kwargs, seeds, module, True)
+    exact, _ = trajectory(env_id, kwargs, seeds, module, False)
+    if fast == exact:
+        return "same"
+    if inexact:
+        return "inexact"
+    first = next((i for i, (a, b) in enumerate(zip(fast, exact)) if a != b), min(len(fast), len(exact)))
+    return f"DIFFERS at step {first}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ff", action="append", choices=sorted(FAST_FORWARDS),
+                    help="the fast-forward(s) to search (default: both)")
+    ap.add_argument("--env", action="append", help="only these envs (default: every env that runs the fast-forward)")
+    ap.add_argument("--minutes", type=float, default=5.0, help="how long to search (default 5)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    ap.add_argument("--replay", nargs=4, metavar=("FF", "ENV", "KWARGS", "SEEDS"),
+                    help="run one printed draw again instead of searching")
+    args = ap.parse_args(argv)
+    if args.replay:
+        ff, env_id, kwargs, seeds = args.replay
+        if ff not in FAST_FORWARDS:
+            ap.error(f"--replay FF: unknown fast-forward {ff!r}; allowed: {', '.join(sorted(FAST_FORWARDS))}")
+        if env_id not in FAST_FORWARDS[ff][1]:
+            ap.error(f"--replay ENV: {env_id!r} does not run the {ff} fast-forward; "
+                     f"allowed: {', '.join(FAST_FORWARDS[ff][1])}")
+        literals = []
+        for name, text, kind in (("KWARGS", kwargs, dict), ("SEEDS", seeds, list)):
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = None
+            if not isinstance(value, kind):
+                ap.error(f"--replay {name}: {text!r} is not a Python {kind.__name__} literal, as a search prints it")
+            literals.append(value)
+        verdict = compare(ff, env_id, *literals)
+        print(verdict)
+        return 1 if verdict.startswith("DIFFERS") else 0
+    if args.minutes <= 0:
+        ap.error(f"--minutes must be > 0, got {args.minutes}")
+    pairs = [(ff, env_id) for ff in (args.ff or sorted(FAST_FORWARDS)) for env_id in FAST_FORWARDS[ff][1]
+             if not args.env or env_id in args.env]
+    if not pairs:
+        allowed = sorted({e for _, envs in FAST_FORWARDS.values() for e in envs})
+        ap.error(f"--env: none of {args.env} runs the chosen fast-forward(s); allowed: {', '.join(allowed)}")
+    rnd = random.Random(args.seed)
+    end = time.monotonic() + 60 * args.minutes
+    counts: dict[str, int] = {}
+    found = 0
+    while time.monotonic() < end:
+        ff, env_id = rnd.choice(pairs)
+        kwargs, seeds = draw(rnd, ff, env_id)
+        verdict = compare(ff, env_id, kwargs, seeds)
+        counts[verdict[:7]] = counts.get(verdict[:7], 0) + 1
+        if verdict.startswith("DIFFERS"):
+            found += 1
+            print(f"{verdict}: --replay {ff} {env_id} \"{kwargs!r}\" \"{seeds!r}\"", flush=True)
+    print(f"{sum(counts.values())} draws: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
