@@ -209,7 +209,8 @@ class HwrngFastForward:
         self.reads_skipped = 0
         self.words_skipped = 0
         #: disturbances the fast-forward could not follow exactly (inside a
-        #: skipped cycle's awake window, or anything else during skipped reads)
+        #: skipped cycle's awake window or at the nanosecond one ends, or
+        #: anything else during skipped reads)
         self.inexact = 0
         #: calls of forget(): a skip that slept across one learns nothing from its end
         self.forgotten = 0
@@ -772,7 +773,8 @@ class _SpinReads:
 
     def disturb(self, kind: str, start: int, end: int, p: Task | None = None) -> None:
         """An interrupt inside a spin takes spin time (exact); anything else
-        on the reader's CPU cuts the skip at ``start`` (approximate)."""
+        on the reader's CPU, or a task blocking on ``reading_mutex``, cuts the
+        skip at ``start`` (approximate)."""
         if self.cut_at is not None:
             return
         if kind == "irq":

@@ -222,8 +222,8 @@ class CPU:
         # must hear of anything else that happens here: ``ff.disturb(kind,
         # start, end, task)`` is called before a task is enqueued ("enqueue",
         # the task) or an interrupt steals time ("irq", None) on this CPU, and
-        # when a task from anywhere blocks on a mutex held by this CPU's
-        # current task ("mutex", the waiter: mutex_lock()).
+        # when a task from any CPU blocks on a mutex whose owner's CPU this is
+        # ("mutex", the waiter: mutex_lock()).
         self.ff = None
         # When a list, the CPU's busy stretches are appended as (start, end):
         # interrupts, and from a wakeup on the idle CPU (or a switch-in) until
