@@ -328,6 +328,25 @@ def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kw
     assert fast == exact
 
 
+# Found by tests/search_fast_forward.py (random scenarios, action sets and seeds).
+@pytest.mark.parametrize("env_id,kwargs,seeds", [
+    # both hosts' mix timers fire at the very nanosecond a fast-forwarded round trip
+    # ends (1.05 s, a 5 ms step's end): in detail they run first and end it 600 ns
+    # late; the fast-forward ended it on time and gave the 600 ns to the next one
+    ("kenv/Kernel-v0", {"scenario": {"platform": "x86-ib40g", "preempt": "platform", "hz": "platform",
+                                     "msg_size": "32K", "threshold": 64, "step_ms": 5, "reader_bs": 4,
+                                     "silent_s": 1, "load": "none", "cyclictest_interval_us": 10000}},
+     [261440]),
+])
+def test_env_qperf_fast_forward_in_cases_found_by_search(monkeypatch, env_id, kwargs, seeds):
+    import search_fast_forward
+    from kenv.workloads import qperf
+
+    monkeypatch.setattr(qperf, "_LEARNED", {})    # these episodes' learning only, as found
+    assert search_fast_forward.compare("qperf", env_id, kwargs, seeds) == "same"
+    assert qperf.FAST_FORWARD   # (compare() turns it back on)
+
+
 def _qperf_internals(pair) -> tuple:
     """What a round trip leaves behind on both hosts, beyond what an env
     reports: fast pools, refills owed and paid, qperf's and the kworkers'
