@@ -1,6 +1,6 @@
 """Search for env runs that a fast-forward changes: random scenarios, actions and seeds.
 
-    python tests/search_fast_forward.py [--ff hwrng|qperf ...] [--env ID ...] [--minutes 5] [--seed 0]
+    python tests/search_fast_forward.py [--ff hwrng|qperf ...] [--env ID ...] [--minutes 5] [--draws N] [--seed 0]
 
 A fast-forward (kenv.drivers.hwrng_ff: the rng's wait cycles and spinning
 reads; kenv.workloads.qperf: steady round trips) may only change how many
@@ -11,9 +11,12 @@ two episode seeds, runs those episodes under random actions with the
 fast-forward on and then off, and compares everything an env returns
 (observations, rewards, ends, info but ``step_sim_s``).  The draws share one
 process, so what the fast-forwards learn in one draw serves the next ones, as
-in any long run.  A draw that differs is printed with the arguments that
-replay it (``--replay``); the exit status is then 1.  Draws where the hwrng
-fast-forward reported an inexact cut are counted, not compared.
+in any long run.  A draw that differs is printed with its number and the
+arguments that replay it alone (``--replay``); the exit status is then 1.
+One that differs only after what earlier draws taught the fast-forwards
+replays with the same ``--seed`` (and ``--ff``, ``--env``) and ``--draws``
+its number.  Draws where the hwrng fast-forward reported an inexact cut are
+counted, not compared.
 
 Not collected by pytest (its name does not start with ``test_``): a search
 takes minutes.  The cases it has found are pinned in tests/test_hwrng_ff.py.
@@ -110,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ff", action="append", choices=sorted(FAST_FORWARDS),
                     help="the fast-forward(s) to search (default: both)")
     ap.add_argument("--env", action="append", help="only these envs (default: every env that runs the fast-forward)")
-    ap.add_argument("--minutes", type=float, default=5.0, help="how long to search (default 5)")
+    ap.add_argument("--minutes", type=float, help="how long to search (default 5, or no limit with --draws)")
+    ap.add_argument("--draws", type=int, help="stop after this many draws")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     ap.add_argument("--replay", nargs=4, metavar=("FF", "ENV", "KWARGS", "SEEDS"),
                     help="run one printed draw again instead of searching")
@@ -134,26 +138,30 @@ def main(argv: list[str] | None = None) -> int:
         verdict = compare(ff, env_id, *literals)
         print(verdict)
         return 1 if verdict.startswith("DIFFERS") else 0
-    if args.minutes <= 0:
+    if args.minutes is not None and args.minutes <= 0:
         ap.error(f"--minutes must be > 0, got {args.minutes}")
+    if args.draws is not None and args.draws <= 0:
+        ap.error(f"--draws must be >= 1, got {args.draws}")
+    minutes = args.minutes if args.minutes is not None else 5.0 if args.draws is None else float("inf")
     pairs = [(ff, env_id) for ff in (args.ff or sorted(FAST_FORWARDS)) for env_id in FAST_FORWARDS[ff][1]
              if not args.env or env_id in args.env]
     if not pairs:
         allowed = sorted({e for _, envs in FAST_FORWARDS.values() for e in envs})
         ap.error(f"--env: none of {args.env} runs the chosen fast-forward(s); allowed: {', '.join(allowed)}")
     rnd = random.Random(args.seed)
-    end = time.monotonic() + 60 * args.minutes
+    end = time.monotonic() + 60 * minutes
     counts: dict[str, int] = {}
-    found = 0
-    while time.monotonic() < end:
+    found = n = 0
+    while time.monotonic() < end and (args.draws is None or n < args.draws):
+        n += 1
         ff, env_id = rnd.choice(pairs)
         kwargs, seeds = draw(rnd, ff, env_id)
         verdict = compare(ff, env_id, kwargs, seeds)
         counts[verdict[:7]] = counts.get(verdict[:7], 0) + 1
         if verdict.startswith("DIFFERS"):
             found += 1
-            print(f"{verdict}: --replay {ff} {env_id} \"{kwargs!r}\" \"{seeds!r}\"", flush=True)
-    print(f"{sum(counts.values())} draws: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+            print(f"draw {n}: {verdict}: --replay {ff} {env_id} \"{kwargs!r}\" \"{seeds!r}\"", flush=True)
+    print(f"{n} draws: " + ", ".join(f"{c} {v}" for v, c in sorted(counts.items())))
     return 1 if found else 0
 
 

@@ -57,16 +57,16 @@ def _search(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_fast_forward_search_draws_compares_and_replays():
-    out = _search("--minutes", "0.05", "--seed", "1")
+    out = _search("--draws", "4", "--seed", "1")
     assert out.returncode == 0, out.stdout + out.stderr
-    n = int(out.stdout.split(" draws: ")[0].split()[-1])   # "N draws: N same" (exit 1 on a difference)
-    assert n >= 1
+    assert out.stdout.strip().endswith("4 draws: 4 same"), out.stdout
     replay = _search("--replay", "qperf", "kenv/RandomMix-v0", "{'scenario': {'threshold': 64}}", "[0]")
     assert replay.returncode == 0 and replay.stdout.strip() == "same", replay.stdout + replay.stderr
 
 
 @pytest.mark.parametrize("args, named", [
     (["--minutes", "0"], "--minutes must be > 0"),
+    (["--draws", "0"], "--draws must be >= 1, got 0"),
     (["--env", "kenv/Raid6Bench-v0"], "--env: none of ['kenv/Raid6Bench-v0'] runs the chosen fast-forward(s)"),
     (["--replay", "hwrng", "kenv/RandomMix-v0", "{}", "[0]"], "--replay ENV: 'kenv/RandomMix-v0' does not run"),
     (["--replay", "qperf", "kenv/RandomMix-v0", "{'a':", "[0]"], "--replay KWARGS: \"{'a':\" is not a Python dict"),
