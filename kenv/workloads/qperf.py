@@ -1295,6 +1295,11 @@ class QperfPair:
         offsets = self._irq_offsets(i)
         if offsets is None:
             return min(k, m)
+        if o in offsets:
+            # at the very nanosecond one of this host's interrupts arrives: which
+            # counts first, the mix (count restarts) or the interrupt, is the
+            # order of the two events in detail: simulate that round trip
+            return min(k, m)
         if not self._idle_at(i, t, o, cost, m, k):
             model = None if self._tick is not None else self._tick_model(i, o, cost, offsets)
             # after the mix the count restarts: the interrupts after it must not schedule another
