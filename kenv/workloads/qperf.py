@@ -1282,7 +1282,10 @@ class QperfPair:
         (the mix counts the interrupts so far, see _sync_jump) and ends before
         the next mix could be scheduled; when the CPU is busy and _tick_model
         knows what the softirq does there, it ends with that round trip, longer
-        by the model's delay (``_tick``); else it stops before that round trip."""
+        by the model's delay (``_tick``); else it stops before that round trip.
+        A timer at the very nanosecond a round trip ends or one of the host's
+        interrupts arrives is left to the detailed simulation: there the order
+        of the same-time events (the order they were scheduled in) decides."""
         rtt, deltas, dirq, offs = self.steady
         m, o = divmod(tick - t, rtt)
         if o == 0 and m > 0:
