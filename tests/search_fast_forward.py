@@ -75,14 +75,14 @@ def trajectory(env_id: str, kwargs: dict, seeds: list[int], module, on: bool) ->
     env = gym.make(env_id, **kwargs)
     out, inexact = [], 0
     try:
-        for seed in seeds:
+        for e, seed in enumerate(seeds):
             obs, info = env.reset(seed=seed)
             env.action_space.seed(seed)
-            out.append((obs.tobytes(), repr(sorted(info.items()))))
-            for _ in range(STEPS):
+            out.append(((e, 0), obs.tobytes(), repr(sorted(info.items()))))
+            for step in range(1, STEPS + 1):
                 obs, reward, term, trunc, info = env.step(env.action_space.sample())
                 info = {k: v for k, v in info.items() if k != "step_sim_s"}
-                out.append((obs.tobytes(), reward, term, trunc, repr(sorted(info.items()))))
+                out.append(((e, step), obs.tobytes(), reward, term, trunc, repr(sorted(info.items()))))
                 if term or trunc:
                     break
             core = getattr(env.unwrapped._episode, "hw", None)
@@ -96,7 +96,7 @@ def trajectory(env_id: str, kwargs: dict, seeds: list[int], module, on: bool) ->
 
 
 def compare(ff: str, env_id: str, kwargs: dict, seeds: list[int]) -> str:
-    """'same', 'inexact' or 'DIFFERS at step N' for one draw."""
+    """'same', 'inexact' or 'DIFFERS in episode E at step N' (0: the reset) for one draw."""
     module = FAST_FORWARDS[ff][0]
     fast, inexact = trajectory(env_id, kwargs, seeds, module, True)
     exact, _ = trajectory(env_id, kwargs, seeds, module, False)
@@ -104,8 +104,9 @@ def compare(ff: str, env_id: str, kwargs: dict, seeds: list[int]) -> str:
         return "same"
     if inexact:
         return "inexact"
-    first = next((i for i, (a, b) in enumerate(zip(fast, exact)) if a != b), min(len(fast), len(exact)))
-    return f"DIFFERS at step {first}"
+    first = next((a for a, b in zip(fast, exact) if a != b), None)
+    e, step = first[0] if first is not None else (len(seeds) - 1, "end (one run has more steps)")
+    return f"DIFFERS in episode {e} at step {step}"
 
 
 def main(argv: list[str] | None = None) -> int:
