@@ -68,31 +68,55 @@ def draw(rnd: random.Random, ff: str, env_id: str) -> tuple[dict, list[int]]:
     return kwargs, [rnd.randrange(10**6) for _ in range(2)]
 
 
+def record_episodes(env, seeds, steps: int, before_episode=None, after_episode=None) -> list:
+    """What ``env`` showed under uniformly random actions, one episode per seed
+    (the action space seeded with it too) of at most ``steps`` steps: per reset
+    and step, labelled (episode, step; 0 the reset), the observation's bytes,
+    and reward, ends and info but ``step_sim_s``.  ``before_episode()`` and
+    ``after_episode(env)`` run around each episode.  (The tests compare these
+    too.)"""
+    out = []
+    for e, seed in enumerate(seeds):
+        if before_episode is not None:
+            before_episode()
+        obs, info = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        out.append(((e, 0), obs.tobytes(), repr(sorted(info.items()))))
+        for step in range(1, steps + 1):
+            obs, reward, term, trunc, info = env.step(env.action_space.sample())
+            info = {k: v for k, v in info.items() if k != "step_sim_s"}
+            out.append(((e, step), obs.tobytes(), reward, term, trunc, repr(sorted(info.items()))))
+            if term or trunc:
+                break
+        if after_episode is not None:
+            after_episode(env)
+    return out
+
+
+def hwrng_fast_forward(env):
+    """The hwrng fast-forward of ``env``'s episode, or None (no rng, or not probed yet)."""
+    hw = getattr(env.unwrapped._episode, "hw", None)
+    core = hw.core if hw is not None else None
+    return core.rng.ff if core is not None else None
+
+
 def trajectory(env_id: str, kwargs: dict, seeds: list[int], module, on: bool) -> tuple[list, int]:
     """What the episodes showed with ``module``'s fast-forward ``on`` or off,
     and the inexact cuts the hwrng fast-forward reported."""
     module.FAST_FORWARD = on
     env = gym.make(env_id, **kwargs)
-    out, inexact = [], 0
+    inexact = []
+
+    def count_inexact(env):
+        ff = hwrng_fast_forward(env)
+        inexact.append(ff.inexact if ff is not None else 0)
+
     try:
-        for e, seed in enumerate(seeds):
-            obs, info = env.reset(seed=seed)
-            env.action_space.seed(seed)
-            out.append(((e, 0), obs.tobytes(), repr(sorted(info.items()))))
-            for step in range(1, STEPS + 1):
-                obs, reward, term, trunc, info = env.step(env.action_space.sample())
-                info = {k: v for k, v in info.items() if k != "step_sim_s"}
-                out.append(((e, step), obs.tobytes(), reward, term, trunc, repr(sorted(info.items()))))
-                if term or trunc:
-                    break
-            core = getattr(env.unwrapped._episode, "hw", None)
-            core = core.core if core is not None else None
-            if core is not None and core.rng.ff is not None:
-                inexact += core.rng.ff.inexact
+        out = record_episodes(env, seeds, STEPS, after_episode=count_inexact)
     finally:
         env.close()
         module.FAST_FORWARD = True
-    return out, inexact
+    return out, sum(inexact)
 
 
 def compare(ff: str, env_id: str, kwargs: dict, seeds: list[int]) -> str:

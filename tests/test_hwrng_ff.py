@@ -23,14 +23,9 @@ from kenv.drivers.random import InputPool
 from kenv.envs.hwrng_wait import HwrngSubsystem
 from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
 from kenv.sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, Engine
+from search_fast_forward import hwrng_fast_forward, record_episodes
 
 COSTS = SchedCosts(wakeup_ns=2_000, context_switch_ns=3_000)
-
-
-def _ffs(env):
-    ep = env.unwrapped._episode
-    core = ep.hw.core
-    return core.rng.ff if core is not None else None
 
 
 def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, cold=False):
@@ -39,28 +34,20 @@ def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, col
     cycles learned in the process before each episode."""
     monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
     env = gym.make(env_id, **kwargs)
-    out, jumps, inexact = [], 0, 0
-    for s in seeds:
-        if cold:
-            hwrng_ff._LEARNED.clear()
-        obs, info = env.reset(seed=s)
-        env.action_space.seed(s)
-        out.append((obs.tobytes(), repr(sorted(info.items()))))
-        for _ in range(steps):
-            obs, r, term, trunc, info = env.step(env.action_space.sample())
-            info = dict(info)
-            info.pop("step_sim_s", None)
-            out.append((obs.tobytes(), r, term, trunc, repr(sorted(info.items()))))
-            if term or trunc:
-                break
-        f = _ffs(env)
+    counts = [0, 0]     # jumps, inexact
+
+    def add_counts(env):
+        f = hwrng_fast_forward(env)
         if f is not None:
-            jumps += f.jumps
-            inexact += f.inexact
+            counts[0] += f.jumps
+            counts[1] += f.inexact
             if skipped is not None:
                 skipped.append(f.polls_skipped)
+
+    out = record_episodes(env, seeds, steps, before_episode=hwrng_ff._LEARNED.clear if cold else None,
+                          after_episode=add_counts)
     env.close()
-    return out, jumps, inexact
+    return out, counts[0], counts[1]
 
 
 @pytest.mark.parametrize("env_id,kwargs,steps", [

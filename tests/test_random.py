@@ -280,22 +280,13 @@ def test_input_pool_still_works_for_hwrng():
 
 def _qperf_env_trajectory(env, *, steps: int, seeds: int = 3, before_episode=None):
     """What an env did under random actions, episodes from seeds 0 .. seeds-1 of
-    at most ``steps`` steps: per step (obs bytes, reward, terminated, info but
-    its step_sim_s), and each episode's qperf pair."""
-    out, pairs = [], []
-    for seed in range(seeds):
-        if before_episode is not None:
-            before_episode()
-        env.reset(seed=seed)
-        env.action_space.seed(seed)
-        for _ in range(steps):
-            obs, r, term, trunc, info = env.step(env.action_space.sample())
-            info = dict(info)
-            info.pop("step_sim_s", None)
-            out.append((obs.tobytes(), r, term, repr(sorted(info.items()))))
-            if term or trunc:
-                break
-        pairs.append(env.unwrapped._episode.q.wl.pairs[0])
+    at most ``steps`` steps (search_fast_forward.record_episodes), and each
+    episode's qperf pair."""
+    from search_fast_forward import record_episodes
+
+    pairs = []
+    out = record_episodes(env, range(seeds), steps, before_episode,
+                          lambda env: pairs.append(env.unwrapped._episode.q.wl.pairs[0]))
     return out, pairs
 
 

@@ -689,9 +689,13 @@ class _SpinReads:
         copy -- where rng_dev_read() checks need_resched()."""
         return self.T(i) + 3 * self.r + self.c
 
+    def _landed(self, t: int) -> int:
+        """Words of this skip landed in the FIFO by ``t`` (not capped at the planned ones)."""
+        return max(0, self.rng.produced(t) - self.n_first + 1)
+
     def _picked_up(self, t: int) -> int:
         """Words picked up by ``t`` (their status read over), at most the planned ones."""
-        return min(self.q * self.w, max(0, self.rng.produced(t - self.r) - self.n_first + 1))
+        return min(self.q * self.w, self._landed(t - self.r))
 
     def run(self) -> TaskBody:
         task, core, rng, k = self.task, self.core, self.rng, self.k
@@ -715,7 +719,7 @@ class _SpinReads:
                 yield Run(t - k.now)
         # words picked up by ``t`` (their status read over) and whole reads done
         nw = self._picked_up(t)
-        done = min(self.q, max(0, rng.produced(t - 3 * self.r - self.c) - self.n_first + 1) // self.w)
+        done = min(self.q, self._landed(t - 3 * self.r - self.c) // self.w)    # reads whose last copy ended
         if self.cut_at is not None:
             nw = max(nw, done * self.w)
         comm = task.comm
