@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _script(path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "step_kinds.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return _script(ROOT / "benchmarks" / "step_kinds.py", *args)
 
 
 @pytest.mark.parametrize("args, named", [
@@ -51,9 +56,7 @@ def test_step_kinds_count_splits_the_steps_by_bytecodes():
 
 
 def _search(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "tests" / "search_fast_forward.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return _script(ROOT / "tests" / "search_fast_forward.py", *args)
 
 
 def test_fast_forward_search_draws_compares_and_replays():
@@ -76,3 +79,41 @@ def test_fast_forward_search_bad_input_is_an_error_naming_the_option(args, named
     assert out.returncode == 2
     assert named in out.stderr
     assert out.stdout == ""
+
+
+def _cache_sim(*args: str) -> subprocess.CompletedProcess:
+    return _script(ROOT / "benchmarks" / "cache_sim.py", *args)
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--steps", "0"], "--steps: 0; allowed: an integer >= 1"),
+    (["--warmup", "-1"], "--warmup: -1; allowed: an integer >= 0"),
+    (["--jobs", "0"], "--jobs: 0; allowed: an integer >= 1"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
+])
+def test_cache_sim_bad_input_is_an_error_naming_the_option(args, named):
+    out = _cache_sim(*args)
+    assert out.returncode == 2
+    assert named in out.stderr
+    assert out.stdout == ""
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_cache_sim_counts_a_step_as_the_difference_of_two_runs():
+    """A few steps (CartPole-v1's about 80K instructions each) against whole
+    runs of ~600M: the difference holds only if identical runs agree (before
+    OpenBLAS's threads were held to one, they differed by up to 15M
+    instructions and CartPole's steps came out negative)."""
+    out = _cache_sim("--env", "kenv/Raid6Bench-v0", "--steps", "10", "--warmup", "20", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in json.loads(out.stdout)["programs"]}
+    assert set(rows) == {"CartPole-v1", "kenv/Raid6Bench-v0"}
+    # instructions.py's callgrind counts (docs/speed.md): CartPole-v1 81K, a kenv step 0.3-1.1M
+    assert 60_000 < rows["CartPole-v1"]["instructions_per_step"] < 110_000
+    assert 150_000 < rows["kenv/Raid6Bench-v0"]["instructions_per_step"] < 1_500_000
+    for r in rows.values():
+        figures = r["per_1000_instructions"]
+        assert set(figures) == {"l1i_misses", "l1d_misses", "indirect_branches",
+                                "mispredicted_conditional", "mispredicted_indirect"}
+        # each a rate of events that some instructions have: none negative, none over all of them
+        assert all(0 < v < 1000 for v in figures.values()), figures
