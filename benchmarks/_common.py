@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import shutil
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 
@@ -66,6 +69,54 @@ def env_ids(ap: argparse.ArgumentParser, chosen: list[str] | None) -> list[str]:
         if env_id not in known:
             ap.error(f"--env: unknown env {env_id!r}; allowed: {', '.join(known)}")
     return list(chosen or known)
+
+
+def add_valgrind_args(ap: argparse.ArgumentParser, steps: int, warmup: int) -> None:
+    """The options of a benchmark that runs ``kenv bench``'s stepper under
+    valgrind in child processes: --env, --steps (default ``steps``), --warmup,
+    --seed, --jobs, --json."""
+    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
+    ap.add_argument("--steps", type=int, default=steps, help=f"counted steps per env (default {steps})")
+    ap.add_argument("--warmup", type=int, default=warmup,
+                    help=f"steps before the counted ones, as kenv bench's (default {warmup})")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="valgrind runs at once (default: the number of CPUs)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def check_valgrind_args(ap: argparse.ArgumentParser, args: argparse.Namespace, tool: str) -> list[str]:
+    """The env ids asked for (:func:`env_ids`), after checking the options of
+    :func:`add_valgrind_args` and that valgrind is on PATH (``tool``: what the
+    benchmark runs it as, for the error); an argparse error naming the option
+    otherwise."""
+    for name, low in (("steps", 1), ("warmup", 0), ("jobs", 1)):
+        value = getattr(args, name)
+        if value < low:
+            ap.error(f"--{name}: {value}; allowed: an integer >= {low}")
+    ids = env_ids(ap, args.env)
+    if shutil.which("valgrind") is None:
+        ap.error(f"valgrind not found on PATH: this benchmark runs {tool}")
+    return ids
+
+
+def run_under_valgrind(valgrind_args: list[str], child: str, child_args: list) -> subprocess.CompletedProcess:
+    """``valgrind VALGRIND_ARGS python -c CHILD CHILD_ARGS``, output captured.
+
+    The child has the repository on its path, a fixed hash seed, and OpenBLAS
+    held to one thread: its threads, started at numpy's import, spin for a
+    time-dependent while, and whole runs of the same child differed by up to
+    15M instructions with them (within 10K without)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    cmd = ["valgrind", *valgrind_args, sys.executable, "-c", child, *map(str, child_args)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+
+def stderr_tail(proc: subprocess.CompletedProcess, lines: int = 15) -> str:
+    """The last ``lines`` lines of a failed child's standard error, for the error raised."""
+    return "\n".join(proc.stderr.strip().splitlines()[-lines:])
 
 
 class OpCounter:

@@ -40,16 +40,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import env_ids
+from _common import add_valgrind_args, check_valgrind_args, run_under_valgrind, stderr_tail
 from kenv.envs.bench import WARMUP
 
 REFERENCE = "CartPole-v1"
@@ -83,24 +79,15 @@ _SUMMARY = re.compile(r"^summary:\s*([\d ]+)$", re.MULTILINE)
 def whole_run(env_id: str, warmup: int, steps: int, seed: int) -> dict[str, int]:
     """cachegrind's totals (event name -> count) of a child that steps
     ``env_id`` ``warmup`` then ``steps`` times."""
-    root = str(Path(__file__).resolve().parent.parent)
-    # OPENBLAS_NUM_THREADS=1: OpenBLAS's threads, started at numpy's import,
-    # spin for a time-dependent while, which made identical runs differ by up
-    # to 15M instructions; with one thread they agree to within 10K
-    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cachegrind.out"
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
-               f"--cachegrind-out-file={out}",
-               sys.executable, "-c", CHILD, env_id, str(warmup), str(steps), str(seed)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = run_under_valgrind(["--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
+                                   f"--cachegrind-out-file={out}"], CHILD, [env_id, warmup, steps, seed])
         text = out.read_text() if out.exists() else ""
     names, totals = _EVENTS.findall(text), _SUMMARY.findall(text)
     if proc.returncode != 0 or len(names) != 1 or len(totals) != 1:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"{env_id}: cachegrind run failed (exit {proc.returncode}; "
-                           f"'events:' and 'summary:' lines expected in its output):\n{tail}")
+        raise RuntimeError(f"{env_id}: cachegrind run failed (exit {proc.returncode}; 'events:' and "
+                           f"'summary:' lines expected in its output):\n{stderr_tail(proc)}")
     return dict(zip(names[0].split(), map(int, totals[0].split())))
 
 
@@ -118,25 +105,9 @@ def per_thousand(events: dict[str, float]) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
-    ap.add_argument("--steps", type=int, default=300, help="counted steps per env (default 300)")
-    ap.add_argument("--warmup", type=int, default=WARMUP,
-                    help=f"steps before the counted ones, as kenv bench's (default {WARMUP})")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                    help="valgrind runs at once (default: the number of CPUs)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_valgrind_args(ap, steps=300, warmup=WARMUP)
     args = ap.parse_args()
-    if args.steps < 1:
-        ap.error(f"--steps: {args.steps}; allowed: an integer >= 1")
-    if args.warmup < 0:
-        ap.error(f"--warmup: {args.warmup}; allowed: an integer >= 0")
-    if args.jobs < 1:
-        ap.error(f"--jobs: {args.jobs}; allowed: an integer >= 1")
-    ids = env_ids(ap, args.env)
-    if shutil.which("valgrind") is None:
-        ap.error("valgrind not found on PATH: this benchmark simulates caches and branches "
-                 "with valgrind --tool=cachegrind")
+    ids = check_valgrind_args(ap, args, "valgrind --tool=cachegrind")
     programs = [(REFERENCE, args.steps * REFERENCE_STEPS_FACTOR)] + [(e, args.steps) for e in ids]
     # each program's two runs go at once; programs one after another when --jobs is 2
     with ThreadPoolExecutor(max_workers=max(1, args.jobs // 2)) as pool:

@@ -43,16 +43,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import env_ids
+from _common import add_valgrind_args, check_valgrind_args, run_under_valgrind, stderr_tail
 from kenv.envs.bench import WARMUP
 
 REFERENCE = "CartPole-v1"
@@ -78,20 +74,14 @@ _TOTALS = re.compile(r"^totals:\s*(\d+)", re.MULTILINE)
 
 def per_step(env_id: str, steps: int, warmup: int, seed: int = 0) -> float:
     """Instructions per step of ``steps`` steps of ``env_id`` after ``warmup`` others."""
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONHASHSEED": "0",
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        cmd = ["valgrind", "--tool=callgrind", "--zero-before=getppid", "--dump-before=getpgrp",
-               f"--callgrind-out-file={out}",
-               sys.executable, "-c", CHILD, env_id, str(warmup), str(steps), str(seed)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = run_under_valgrind(["--tool=callgrind", "--zero-before=getppid", "--dump-before=getpgrp",
+                                   f"--callgrind-out-file={out}"], CHILD, [env_id, warmup, steps, seed])
         dumps = sorted(Path(tmp).glob("callgrind.out.*"))
         if proc.returncode != 0 or len(dumps) != 1:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise RuntimeError(f"{env_id}: valgrind run failed (exit {proc.returncode}, "
-                               f"{len(dumps)} dumps of the counted steps, 1 expected):\n{tail}")
+            raise RuntimeError(f"{env_id}: valgrind run failed (exit {proc.returncode}, {len(dumps)} dumps "
+                               f"of the counted steps, 1 expected):\n{stderr_tail(proc)}")
         found = _TOTALS.findall(dumps[0].read_text())
     if len(found) != 1:
         raise RuntimeError(f"{env_id}: no single 'totals:' line in callgrind's dump")
@@ -100,22 +90,9 @@ def per_step(env_id: str, steps: int, warmup: int, seed: int = 0) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
-    ap.add_argument("--steps", type=int, default=1500, help="counted steps per env (default 1500)")
-    ap.add_argument("--warmup", type=int, default=WARMUP,
-                    help=f"steps before the counted ones, as kenv bench's (default {WARMUP})")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                    help="valgrind runs at once (default: the number of CPUs)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_valgrind_args(ap, steps=1500, warmup=WARMUP)
     args = ap.parse_args()
-    if args.steps < 1 or args.warmup < 0 or args.jobs < 1:
-        ap.error(f"--steps must be >= 1 (got {args.steps}), --warmup >= 0 (got {args.warmup}), "
-                 f"--jobs >= 1 (got {args.jobs})")
-    ids = env_ids(ap, args.env)
-    if shutil.which("valgrind") is None:
-        ap.error("valgrind not found on PATH: this benchmark counts instructions with "
-                 "valgrind --tool=callgrind")
+    ids = check_valgrind_args(ap, args, "valgrind --tool=callgrind")
     jobs = [(REFERENCE, args.steps * REFERENCE_STEPS_FACTOR)] + [(e, args.steps) for e in ids]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         counts = list(pool.map(lambda j: per_step(j[0], j[1], args.warmup, args.seed), jobs))

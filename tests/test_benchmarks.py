@@ -85,14 +85,15 @@ def _cache_sim(*args: str) -> subprocess.CompletedProcess:
     return _script(ROOT / "benchmarks" / "cache_sim.py", *args)
 
 
+@pytest.mark.parametrize("script", ["cache_sim.py", "instructions.py"])
 @pytest.mark.parametrize("args, named", [
     (["--steps", "0"], "--steps: 0; allowed: an integer >= 1"),
     (["--warmup", "-1"], "--warmup: -1; allowed: an integer >= 0"),
     (["--jobs", "0"], "--jobs: 0; allowed: an integer >= 1"),
     (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
 ])
-def test_cache_sim_bad_input_is_an_error_naming_the_option(args, named):
-    out = _cache_sim(*args)
+def test_valgrind_benchmarks_bad_input_is_an_error_naming_the_option(script, args, named):
+    out = _script(ROOT / "benchmarks" / script, *args)
     assert out.returncode == 2
     assert named in out.stderr
     assert out.stdout == ""
