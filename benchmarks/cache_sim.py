@@ -77,8 +77,8 @@ _SUMMARY = re.compile(r"^summary:\s*([\d ]+)$", re.MULTILINE)
 
 
 def whole_run(env_id: str, warmup: int, steps: int, seed: int) -> dict[str, int]:
-    """cachegrind's totals (event name -> count) of a child that steps
-    ``env_id`` ``warmup`` then ``steps`` times."""
+    """cachegrind's ``summary:`` (event name -> count over the whole run) of a
+    child that steps ``env_id`` ``warmup`` then ``steps`` times."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cachegrind.out"
         proc = run_under_valgrind(["--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",

@@ -27,7 +27,15 @@ counted stretch with two calls the loop does not otherwise make,
 after it (``--dump-before=getpgrp``; a run with more than one dump is an
 error), so the count leaves out the interpreter's start-up, the imports and
 the warm-up.  It is the dump's ``totals`` (the sum of its cost lines): two
-runs of the defaults agreed to within 0.13% per env.  (Without a fixed hash
+runs of the defaults agreed to within 0.13% per env.  It counts more than the difference of
+two whole runs (``cache_sim.py``'s method, which has no markers): 6% more
+with 200 steps after 200 on F (CartPole-v1 85,054 per step against 80,037
+from two whole callgrind runs and 80,189 from cachegrind's; Raid6Bench-v0
+682,078 against 641,476), though the ratio agreed (0.1247 against 0.1250);
+1.5-2.5% more at the defaults, against cache_sim.py's own defaults
+(CartPole-v1 81,057 against 79,863, Kernel-v0 1,038,556 against
+1,014,111).  What the extra is was not found; compare counts of one method
+only.  (Without a fixed hash
 seed, three CartPole runs gave totals within 0.2% and summary lines a few
 percent apart.)  valgrind runs code about 50 times slower: the
 defaults take 1.5-4 minutes on 2 cores (``--jobs``, default the number of
