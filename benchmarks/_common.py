@@ -71,6 +71,17 @@ def env_ids(ap: argparse.ArgumentParser, chosen: list[str] | None) -> list[str]:
     return list(chosen or known)
 
 
+#: the reference a valgrind benchmark counts next to the kenv envs, and its
+#: steps per kenv step counted (its steps are short: more of them, less noise)
+VALGRIND_REFERENCE = "CartPole-v1"
+VALGRIND_REFERENCE_STEPS = 4
+
+
+def valgrind_programs(ids: list[str], steps: int) -> list[tuple[str, int]]:
+    """(program, steps counted) of a valgrind benchmark: the reference first, then ``ids``."""
+    return [(VALGRIND_REFERENCE, steps * VALGRIND_REFERENCE_STEPS)] + [(e, steps) for e in ids]
+
+
 def add_valgrind_args(ap: argparse.ArgumentParser, steps: int, warmup: int) -> None:
     """The options of a benchmark that runs ``kenv bench``'s stepper under
     valgrind in child processes: --env, --steps (default ``steps``), --warmup,

@@ -45,12 +45,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import add_valgrind_args, check_valgrind_args, run_under_valgrind, stderr_tail
+from _common import add_valgrind_args, check_valgrind_args, run_under_valgrind, stderr_tail, valgrind_programs
 from kenv.envs.bench import WARMUP
-
-REFERENCE = "CartPole-v1"
-#: CartPole-v1's steps per kenv step counted (its steps are short; more of them, less noise)
-REFERENCE_STEPS_FACTOR = 4
 
 #: what a child runs: kenv bench's own stepper (envs/bench.py _Stepper)
 CHILD = """
@@ -108,7 +104,7 @@ def main() -> None:
     add_valgrind_args(ap, steps=300, warmup=WARMUP)
     args = ap.parse_args()
     ids = check_valgrind_args(ap, args, "valgrind --tool=cachegrind")
-    programs = [(REFERENCE, args.steps * REFERENCE_STEPS_FACTOR)] + [(e, args.steps) for e in ids]
+    programs = valgrind_programs(ids, args.steps)
     # each program's two runs go at once; programs one after another when --jobs is 2
     with ThreadPoolExecutor(max_workers=max(1, args.jobs // 2)) as pool:
         counts = list(pool.map(lambda p: per_step(p[0], p[1], args.warmup, args.seed, args.jobs), programs))
@@ -118,7 +114,7 @@ def main() -> None:
         print(json.dumps({"steps": args.steps, "warmup": args.warmup, "programs": rows}))
         return
     print(f"per 1,000 instructions, valgrind's cache and branch models; each env over {args.steps:,} "
-          f"steps after {args.warmup:,} ({REFERENCE} {args.steps * REFERENCE_STEPS_FACTOR:,})")
+          f"steps after {args.warmup:,} ({programs[0][0]} {programs[0][1]:,})")
     print(f"{'':<22}{'instr/step':>12}" + "".join(f"{col:>11}" for _, col, _ in FIGURES))
     for r in rows:
         print(f"{r['id']:<22}{r['instructions_per_step']:>12,}"

@@ -56,12 +56,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import add_valgrind_args, check_valgrind_args, run_under_valgrind, stderr_tail
+from _common import (VALGRIND_REFERENCE, add_valgrind_args, check_valgrind_args, run_under_valgrind,
+                     stderr_tail, valgrind_programs)
 from kenv.envs.bench import WARMUP
 
-REFERENCE = "CartPole-v1"
-#: CartPole-v1's steps per kenv step counted (its steps are short; more of them, less noise)
-REFERENCE_STEPS_FACTOR = 4
 
 #: what a child runs: kenv bench's own stepper (envs/bench.py _Stepper), chunk by chunk
 CHILD = """
@@ -101,7 +99,7 @@ def main() -> None:
     add_valgrind_args(ap, steps=1500, warmup=WARMUP)
     args = ap.parse_args()
     ids = check_valgrind_args(ap, args, "valgrind --tool=callgrind")
-    jobs = [(REFERENCE, args.steps * REFERENCE_STEPS_FACTOR)] + [(e, args.steps) for e in ids]
+    jobs = valgrind_programs(ids, args.steps)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         counts = list(pool.map(lambda j: per_step(j[0], j[1], args.warmup, args.seed), jobs))
     ref, envs = counts[0], counts[1:]
@@ -111,7 +109,7 @@ def main() -> None:
         print(json.dumps({"cartpole_instructions_per_step": round(ref), "steps": args.steps,
                           "warmup": args.warmup, "envs": rows}))
         return
-    print(f"{REFERENCE}: {ref:,.0f} instructions per step (reference); "
+    print(f"{VALGRIND_REFERENCE}: {ref:,.0f} instructions per step (reference); "
           f"each env counted over {args.steps:,} steps after {args.warmup:,}")
     print(f"{'env':<22} {'instr/step':>12} {'x CartPole':>11}")
     for r in rows:

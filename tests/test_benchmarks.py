@@ -81,10 +81,6 @@ def test_fast_forward_search_bad_input_is_an_error_naming_the_option(args, named
     assert out.stdout == ""
 
 
-def _cache_sim(*args: str) -> subprocess.CompletedProcess:
-    return _script(ROOT / "benchmarks" / "cache_sim.py", *args)
-
-
 @pytest.mark.parametrize("script", ["cache_sim.py", "instructions.py"])
 @pytest.mark.parametrize("args, named", [
     (["--steps", "0"], "--steps: 0; allowed: an integer >= 1"),
@@ -105,7 +101,8 @@ def test_cache_sim_counts_a_step_as_the_difference_of_two_runs():
     runs of ~600M: the difference holds only if identical runs agree (before
     OpenBLAS's threads were held to one, they differed by up to 15M
     instructions and CartPole's steps came out negative)."""
-    out = _cache_sim("--env", "kenv/Raid6Bench-v0", "--steps", "10", "--warmup", "20", "--json")
+    out = _script(ROOT / "benchmarks" / "cache_sim.py",
+                  "--env", "kenv/Raid6Bench-v0", "--steps", "10", "--warmup", "20", "--json")
     assert out.returncode == 0, out.stderr
     rows = {r["id"]: r for r in json.loads(out.stdout)["programs"]}
     assert set(rows) == {"CartPole-v1", "kenv/Raid6Bench-v0"}
