@@ -111,6 +111,15 @@ def check_valgrind_args(ap: argparse.ArgumentParser, args: argparse.Namespace, t
     return ids
 
 
+def parse_valgrind_args(description: str, steps: int, warmup: int, tool: str) -> tuple[argparse.Namespace, list[str]]:
+    """A valgrind benchmark's command line: its options (:func:`add_valgrind_args`),
+    parsed and checked (:func:`check_valgrind_args`); the options and the env ids."""
+    ap = argparse.ArgumentParser(description=description)
+    add_valgrind_args(ap, steps=steps, warmup=warmup)
+    args = ap.parse_args()
+    return args, check_valgrind_args(ap, args, tool)
+
+
 def run_under_valgrind(valgrind_args: list[str], child: str, child_args: list) -> subprocess.CompletedProcess:
     """``valgrind VALGRIND_ARGS python -c CHILD CHILD_ARGS``, output captured.
 

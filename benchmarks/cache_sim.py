@@ -38,14 +38,13 @@ minutes on 2 cores (``--jobs``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import add_valgrind_args, check_valgrind_args, run_under_valgrind, stderr_tail, valgrind_programs
+from _common import parse_valgrind_args, run_under_valgrind, stderr_tail, valgrind_programs
 from kenv.envs.bench import WARMUP
 
 #: what a child runs: kenv bench's own stepper (envs/bench.py _Stepper)
@@ -100,10 +99,7 @@ def per_thousand(events: dict[str, float]) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_valgrind_args(ap, steps=300, warmup=WARMUP)
-    args = ap.parse_args()
-    ids = check_valgrind_args(ap, args, "valgrind --tool=cachegrind")
+    args, ids = parse_valgrind_args(__doc__.splitlines()[0], 300, WARMUP, "valgrind --tool=cachegrind")
     programs = valgrind_programs(ids, args.steps)
     # each program's two runs go at once; programs one after another when --jobs is 2
     with ThreadPoolExecutor(max_workers=max(1, args.jobs // 2)) as pool:

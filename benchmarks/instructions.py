@@ -49,15 +49,13 @@ the figure the speed target is stated in.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import (VALGRIND_REFERENCE, add_valgrind_args, check_valgrind_args, run_under_valgrind,
-                     stderr_tail, valgrind_programs)
+from _common import VALGRIND_REFERENCE, parse_valgrind_args, run_under_valgrind, stderr_tail, valgrind_programs
 from kenv.envs.bench import WARMUP
 
 
@@ -95,10 +93,7 @@ def per_step(env_id: str, steps: int, warmup: int, seed: int = 0) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_valgrind_args(ap, steps=1500, warmup=WARMUP)
-    args = ap.parse_args()
-    ids = check_valgrind_args(ap, args, "valgrind --tool=callgrind")
+    args, ids = parse_valgrind_args(__doc__.splitlines()[0], 1500, WARMUP, "valgrind --tool=callgrind")
     jobs = valgrind_programs(ids, args.steps)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         counts = list(pool.map(lambda j: per_step(j[0], j[1], args.warmup, args.seed), jobs))
