@@ -97,7 +97,8 @@ class OraclePolicy(Policy):
     _action: Any = None
 
     def reset(self, env, obs, info):
-        self._action = self.table[context_key(info["scenario"], self.fields)]
+        # the scenario with the mix's own values (info["scenario"] types them per field)
+        self._action = self.table[context_key(env.unwrapped.scenario, self.fields)]
 
     def act(self, obs, info):
         return self._action

@@ -46,13 +46,41 @@ KERNEL_CONFIG_ROWS = [
 ]
 
 
-def rcu_stall_info(*kernels) -> list[dict]:
-    """The RCU stall reports of ``kernels``, in that order, as an env's info lists them."""
-    out: list[dict] = []
-    for k in kernels:
-        if k.rcu_stalls:    # (no comprehension for the usual none: every step)
-            out += [{"t_s": s.t_s, "cpu": s.cpu} for s in k.rcu_stalls]
-    return out
+#: info's value of a float that has none yet (a time, rate or share that is never
+#: negative); not NaN: Gymnasium's check_env compares infos with ==, and
+#: Tianshou's buffer rejects NaN as it does None
+NO_VALUE = -1.0
+
+#: the reward components in reset()'s info (no step yet)
+_NO_COMPONENTS = dict.fromkeys(COMPONENTS, 0.0)
+
+
+def kernel_reports_info(stall_kernels: Sequence, bug_kernels: Sequence) -> dict:
+    """The RCU stall and BUG reports of the kernels so far, as fixed-shape info
+    entries (a vector env stacks them; the reports themselves stay on the kernels):
+    ``bugs`` and ``rcu_stalls`` count them; ``last_bug`` ("" before any),
+    ``last_rcu_stall_t_s`` (NO_VALUE, -1.0, before any) and ``last_rcu_stall_cpu`` (-1 before
+    any) describe the last one, of the last kernel in the given order that has one."""
+    bugs, last_bug = 0, ""
+    for k in bug_kernels:
+        if k.bugs:
+            bugs += len(k.bugs)
+            last_bug = k.bugs[-1]
+    stalls, t_s, cpu = 0, NO_VALUE, -1
+    for k in stall_kernels:
+        if k.rcu_stalls:
+            stalls += len(k.rcu_stalls)
+            last = k.rcu_stalls[-1]
+            t_s, cpu = float(last.t_s), int(last.cpu)
+    return {"bugs": bugs, "last_bug": last_bug, "rcu_stalls": stalls,
+            "last_rcu_stall_t_s": t_s, "last_rcu_stall_cpu": cpu}
+
+
+def scenario_field_types(fields: Mapping[str, Sequence[Any]]) -> dict[str, type]:
+    """The type of each scenario field in ``info["scenario"]``: ``int`` where every
+    allowed choice is an integer, else ``str`` (e.g. ``hz``: "platform" or "250"), so
+    that every episode reports a field with one type (a vector env stacks it)."""
+    return {f: int if all(type(c) is int for c in choices) else str for f, choices in fields.items()}
 
 
 def log_latency(us: float) -> float:
@@ -104,6 +132,8 @@ class KenvEnv(gym.Env):
         self._episode = None
         self._prev_feats: dict = {}
         self._scenario: dict | None = None
+        self._scenario_types = scenario_field_types(self.SCENARIO_FIELDS)
+        self._scenario_info: dict = {}
         self._last: dict | None = None
         self._last_action: int | None = None
         # For pickling by replay: the generator state at the last reset, its
@@ -190,6 +220,7 @@ class KenvEnv(gym.Env):
         if options and "scenario" in options:
             scenario.update(options["scenario"])
         self._scenario = scenario
+        self._scenario_info = {f: t(scenario[f]) for f, t in self._scenario_types.items() if f in scenario}
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
         self._last = None
@@ -235,6 +266,13 @@ class KenvEnv(gym.Env):
             for a in state["taken"]:
                 self.step(a)
 
+    @property
+    def scenario(self) -> dict:
+        """The scenario of the current episode as drawn from the mix (or forced by
+        ``reset(options={"scenario": ...})``), with the mix's own values;
+        ``info["scenario"]`` gives it with one type per field."""
+        return dict(self._scenario or {})
+
     def render(self):
         if self.render_mode == "ansi":
             return self._render_ansi()
@@ -265,13 +303,17 @@ class KenvEnv(gym.Env):
 
     # ------------------------------------------------------------- helpers
     def _info(self, m: Mapping, comps: Mapping | None) -> dict:
-        # one dict display: cheaper than a dict and update() per part, every step
+        # one dict display: cheaper than a dict and update() per part, every step.
+        # reset() and step() give the same keys with the same types (the info
+        # table of each env's docstring): reset() the step-only ones' neutral values
         if comps is None:    # reset()
-            return {"scenario": self._scenario.copy(), "profile": self.profile.name, **self._episode.info()}
-        return {"scenario": self._scenario.copy(), "profile": self.profile.name,
+            return {"scenario": self._scenario_info.copy(), "profile": self.profile.name,
+                    "reward_components": _NO_COMPONENTS.copy(), "action_name": "",
+                    **self._episode.info(), **self._episode.raw_at_reset()}
+        return {"scenario": self._scenario_info.copy(), "profile": self.profile.name,
                 "reward_components": comps,  # a new dict every step
                 "action_name": self._index_label(self._last_action),
-                **self._episode.info(), **(m.get("raw") or {})}
+                **self._episode.info(), **m["raw"]}
 
     def _obs(self) -> np.ndarray:
         # The episode's entries clipped into the Box in Python: on a list this

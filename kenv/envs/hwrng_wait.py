@@ -17,7 +17,9 @@ from ..kernel.core import PREEMPT_MODELS, Kernel, Task
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot, rcu_stall_info
+from .base import (
+    KERNEL_CONFIG_ROWS, NO_VALUE, KenvEnv, kernel_config_features, kernel_reports_info, one_hot,
+)
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: a step ends when the reader's read(2) returns, or after this much simulated time
@@ -126,6 +128,9 @@ class HwrngSubsystem:
         return {"throughput": thr, "spin": spin / dt,
                 "raw": {"hwrng_bytes": nbytes, "hwrng_bytes_per_s": bps, "spin_cpu_s": spin / NSEC_PER_SEC}}
 
+    #: the step-only info entries before the first step (reset's info)
+    RAW_AT_RESET = {"hwrng_bytes": 0, "hwrng_bytes_per_s": NO_VALUE, "spin_cpu_s": 0.0}
+
     def observation(self) -> list[float]:
         """[the reader has not had a byte yet, previous throughput, previous spin].
 
@@ -138,12 +143,9 @@ class HwrngSubsystem:
 
 
 def pool_info(pool: InputPool) -> dict:
+    """The input pool's info entries (``crng_ready_s``: NaN until the crng is READY)."""
     return {"crng_init": pool.crng_init, "bits_credited_total": pool.init_bits,
-            "crng_ready_s": None if pool.ready_ns is None else pool.ready_ns / NSEC_PER_SEC}
-
-
-def kernel_info(k: Kernel) -> dict:
-    return {"rcu_stalls": rcu_stall_info(k), "bugs": list(k.bugs)}
+            "crng_ready_s": NO_VALUE if pool.ready_ns is None else pool.ready_ns / NSEC_PER_SEC}
 
 
 class _HwrngEpisode:
@@ -161,6 +163,7 @@ class _HwrngEpisode:
         self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,
                         rng=rng, name=plat.name)
         self.pool = InputPool(self.k)
+        self._kernels = (self.k,)
         self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reads_per_step=1)
         # boot until the rng has registered and discarded its warm-up numbers:
@@ -196,7 +199,10 @@ class _HwrngEpisode:
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool),
-                **kernel_info(self.k)}
+                **kernel_reports_info(self._kernels, self._kernels)}
+
+    def raw_at_reset(self) -> dict:
+        return {**HwrngSubsystem.RAW_AT_RESET, "bits_credited": 0, "step_sim_s": 0.0}
 
 
 class HwrngWaitEnv(KenvEnv):
@@ -245,6 +251,38 @@ class HwrngWaitEnv(KenvEnv):
     ``entropy`` = bits the hwrng kthread credited / 256; ``rcu_stall`` = RCU
     stall reports.  ``latency`` and ``bug`` are 0 here.
 
+    ## Info
+
+    The same keys with the same types at every ``reset()`` and ``step()`` (a
+    vector env stacks them; checked by tests/test_clients.py).
+    Before the first step, step-only entries hold the value in the last column;
+    ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
+    Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
+
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
+    | ``profile`` | str | reward profile name | |
+    | ``reward_components`` | dict of float | the step's components (see Rewards) | all 0.0 |
+    | ``action_name`` | str | the action taken | ``""`` |
+    | ``platform``, ``preempt`` | str | the machine and its preemption model (resolved) | |
+    | ``hz`` | int | CONFIG_HZ (resolved) | |
+    | ``sim_time_s`` | float | simulated time since boot | |
+    | ``wait`` | str | the bcm2835 wait in force | |
+    | ``reader_bytes`` | int | bytes the /dev/hwrng reader has read | |
+    | ``crng_init`` | int | crng state: 0 EMPTY, 1 EARLY, 2 READY | |
+    | ``bits_credited_total`` | int | bits credited to the input pool so far | |
+    | ``crng_ready_s`` | float | when the crng became READY | -1.0 until then |
+    | ``bits_credited`` | int | bits credited in the step | 0 |
+    | ``bugs`` | int | kernel BUG reports so far | |
+    | ``last_bug`` | str | the last one | ``""`` before any |
+    | ``rcu_stalls`` | int | RCU stall reports so far | |
+    | ``last_rcu_stall_t_s``, ``last_rcu_stall_cpu`` | float, int | time and CPU of the last one | -1.0, -1 before any |
+    | ``hwrng_bytes`` | int | bytes read in the step | 0 |
+    | ``hwrng_bytes_per_s`` | float | the reader's rate over the step | -1.0 |
+    | ``spin_cpu_s`` | float | CPU time spun in ``cpu_relax()`` in the step | 0.0 |
+    | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+
     ## Starting State
 
     A board drawn from the mix (``configs/scenarios/hwrng.yaml``), booted
@@ -265,6 +303,11 @@ class HwrngWaitEnv(KenvEnv):
 
     ## Version History
 
+    * v0, info: every key present with one type at every reset and step (was:
+      ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
+      ``None`` for no value yet, now -1.0; step-only keys missing from reset's
+      info; raid6's ``window`` None in steps without a window); trajectories
+      unchanged.
     * v0: initial version.
 
     ## References

@@ -14,7 +14,7 @@ from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot, rcu_stall_info
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, kernel_reports_info, one_hot
 from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, pool_info
 from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
 from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, resolve_machine
@@ -49,6 +49,7 @@ class _KernelEpisode:
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns)
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
+        self._stall_kernels = (k,)
         hw_params = get_platform(HWRNG_FROM).hwrng
         silent = float(scenario["silent_s"])
         hw_params = dataclasses.replace(
@@ -88,7 +89,8 @@ class _KernelEpisode:
             self.r6.begin_step(mode)
         mq = self.q.step(deferral)            # runs the shared engine for step_ns
         mh = self.hw.end_step()
-        mr = self.r6.end_step() if r6_active else {"latency": 0.0, "throughput": 0.0, "raw": {}}
+        mr = (self.r6.end_step() if r6_active
+              else {"latency": 0.0, "throughput": 0.0, "raw": Raid6Subsystem.raw_at_reset()})
         bits = self.pool.init_bits - bits0
         bugs = self.q.bugs() - bugs0
         raw = {**mq["raw"], **mh["raw"], **mr["raw"], "bits_credited": bits,
@@ -112,7 +114,12 @@ class _KernelEpisode:
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
                 **self.hw.info(), **self.r6.info(), **pool_info(self.pool),
-                "rcu_stalls": rcu_stall_info(self.k), "bugs": self.q.bug_reports()}
+                # RCU stalls of this machine (the client); BUGs of both hosts
+                **kernel_reports_info(self._stall_kernels, self.q._kernels)}
+
+    def raw_at_reset(self) -> dict:
+        return {**QperfSubsystem.RAW_AT_RESET, **HwrngSubsystem.RAW_AT_RESET, **Raid6Subsystem.raw_at_reset(),
+                "bits_credited": 0, "step_sim_s": 0.0}
 
 
 class KernelEnv(KenvEnv):
@@ -169,6 +176,52 @@ class KernelEnv(KenvEnv):
     scale); ``spin`` = CPU burned in ``cpu_relax()``; ``entropy`` = bits
     credited to the shared input pool / 256; ``rcu_stall``; ``bug``.
 
+    ## Info
+
+    The same keys with the same types at every ``reset()`` and ``step()`` (a
+    vector env stacks them; checked by tests/test_clients.py).
+    Before the first step, step-only entries hold the value in the last column;
+    ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
+    Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
+
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
+    | ``profile`` | str | reward profile name | |
+    | ``reward_components`` | dict of float | the step's components (see Rewards) | all 0.0 |
+    | ``action_name`` | str | the action taken | ``""`` |
+    | ``platform``, ``preempt`` | str | the machine and its preemption model (resolved) | |
+    | ``hz`` | int | CONFIG_HZ (resolved) | |
+    | ``sim_time_s`` | float | simulated time since boot | |
+    | ``msg_size`` | str | qperf message size | |
+    | ``wait`` | str | the bcm2835 wait in force | |
+    | ``reader_bytes`` | int | bytes the /dev/hwrng reader has read | |
+    | ``bench_cpu`` | int | the CPU modprobe and cyclictest run on | |
+    | ``windows_done`` | int | benchmark windows done | |
+    | ``chosen``, ``best`` | str | the algorithm raid6_choose_gen() chose, and the fastest | ``""`` until modprobe exits |
+    | ``chosen_gen_mb_s``, ``best_gen_mb_s`` | float | their gen() speeds | -1.0 until then |
+    | ``throughput_lost`` | float | 1 - chosen/fastest speed | -1.0 until then |
+    | ``dmesg`` | str | the benchmark's dmesg lines, newline-separated | ``""`` until then |
+    | ``load_s`` | float | modprobe's run time | -1.0 until then |
+    | ``crng_init`` | int | crng state: 0 EMPTY, 1 EARLY, 2 READY | |
+    | ``bits_credited_total`` | int | bits credited to the shared input pool so far | |
+    | ``crng_ready_s`` | float | when the crng became READY | -1.0 until then |
+    | ``bits_credited`` | int | bits credited in the step | 0 |
+    | ``bugs`` | int | kernel BUG reports so far (both qperf hosts) | |
+    | ``last_bug`` | str | the last one | ``""`` before any |
+    | ``rcu_stalls`` | int | RCU stall reports so far (this machine) | |
+    | ``last_rcu_stall_t_s``, ``last_rcu_stall_cpu`` | float, int | time and CPU of the last one | -1.0, -1 before any |
+    | ``latency_us`` | float | the step's mean tcp_lat | -1.0 |
+    | ``clean_latency_us`` | float | the undisturbed tcp_lat of the size | -1.0 |
+    | ``round_trips`` | int | qperf round trips completed in the step | 0 |
+    | ``mixes`` | int | fast-pool mixes in the step (both hosts) | 0 |
+    | ``hwrng_bytes`` | int | bytes read in the step | 0 |
+    | ``hwrng_bytes_per_s`` | float | the reader's rate over the step | -1.0 |
+    | ``spin_cpu_s`` | float | CPU time spun in ``cpu_relax()`` in the step | 0.0 |
+    | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup (-1.0 once modprobe has exited) | -1.0 |
+    | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
+    | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+
     ## Starting State
 
     Both hosts booted and qperf connected; the rng probed 5 ms after boot and
@@ -191,6 +244,11 @@ class KernelEnv(KenvEnv):
 
     ## Version History
 
+    * v0, info: every key present with one type at every reset and step (was:
+      ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
+      ``None`` for no value yet, now -1.0; step-only keys missing from reset's
+      info; raid6's ``window`` None in steps without a window); trajectories
+      unchanged.
     * v0: initial version.  Before the first release the qperf ping-pong was
       made to run on across steps (as in RandomMix-v0), and a scheduler fix
       stopped charging CPU time to a task preempted before it was switched in.

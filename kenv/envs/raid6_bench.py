@@ -14,7 +14,9 @@ from ..workloads.cyclictest import Cyclictest
 from ..workloads.load import parse_load, start_load
 from ..workloads.modprobe import Modprobe
 from ..experiments.raid6_cyclictest import SETTLE_NS, resolve_config
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, log_latency, one_hot
+from .base import (
+    KERNEL_CONFIG_ROWS, NO_VALUE, KenvEnv, kernel_config_features, kernel_reports_info, log_latency, one_hot,
+)
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
 LOADS = ("none", "continuous", "20/50")
@@ -22,6 +24,11 @@ LOADS = ("none", "continuous", "20/50")
 MAX_WINDOWS = 18
 #: a step never simulates more than this (guards against a stuck scenario)
 STEP_LIMIT_NS = 30 * NSEC_PER_SEC
+#: ``info["window"]`` of a step in which no benchmark window ended (and of reset)
+NO_WINDOW = {"algo": "", "kind": "", "perf": -1, "mb_s": -1, "lost_fraction": NO_VALUE}
+#: the benchmark's result in info until modprobe exits
+NO_RESULT = {"chosen": "", "best": "", "chosen_gen_mb_s": NO_VALUE, "best_gen_mb_s": NO_VALUE,
+             "throughput_lost": NO_VALUE, "dmesg": "", "load_s": NO_VALUE}
 
 
 class _ProbeCyclictest(Cyclictest):
@@ -54,6 +61,8 @@ class Raid6Subsystem:
         self.steps = 0
         self.last = [0.0, 0.0]
         self.credited = False
+        #: info's benchmark result: NO_RESULT until modprobe exits
+        self.result = NO_RESULT
         #: called as a benchmark window ends and as modprobe exits (Raid6Bench-v0's step ends)
         self.on_progress = None
 
@@ -93,9 +102,9 @@ class Raid6Subsystem:
         lost = win.lost_fraction if win is not None else 0.0
         self.last = [latency, lost]
         m = {"latency": latency, "throughput": 0.0,
-             "raw": {"worst_wakeup_us": worst / 1000.0, "window": None if win is None else
-                     {"algo": win.algo, "kind": win.kind, "perf": win.perf, "mb_s": win.mb_s,
-                      "lost_fraction": lost}}}
+             "raw": {"worst_wakeup_us": worst / 1000.0, "window": NO_WINDOW.copy() if win is None else
+                     {"algo": win.algo, "kind": win.kind, "perf": int(win.perf), "mb_s": int(win.mb_s),
+                      "lost_fraction": float(lost)}}}
         if self.mp.done and not self.credited:
             self.credited = True
             chosen = self.plat.raid6.by_name(sel.chosen)
@@ -104,10 +113,16 @@ class Raid6Subsystem:
             # The algorithm serves the machine from now on: its speed is credited
             # once for every step the benchmark took.
             m["throughput"] = ratio * self.steps
-            m["raw"].update(chosen=sel.chosen, best=fastest.name, chosen_gen_mb_s=chosen.gen_mb_s,
-                            best_gen_mb_s=fastest.gen_mb_s, throughput_lost=1.0 - ratio,
-                            dmesg=sel.dmesg_lines(), load_s=self.mp.load_ns / NSEC_PER_SEC)
+            self.result = {"chosen": sel.chosen, "best": fastest.name,
+                           "chosen_gen_mb_s": float(chosen.gen_mb_s), "best_gen_mb_s": float(fastest.gen_mb_s),
+                           "throughput_lost": 1.0 - ratio, "dmesg": "\n".join(sel.dmesg_lines()),
+                           "load_s": self.mp.load_ns / NSEC_PER_SEC}
         return m
+
+    @staticmethod
+    def raw_at_reset() -> dict:
+        """The step-only info entries before the first step (and of a step without raid6)."""
+        return {"worst_wakeup_us": NO_VALUE, "window": NO_WINDOW.copy()}
 
     def observation(self) -> list[float]:
         return [float(self.load is not None and self.load.continuous),
@@ -115,7 +130,7 @@ class Raid6Subsystem:
                 min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS)] + self.last
 
     def info(self) -> dict:
-        return {"bench_cpu": self.cpu, "windows_done": len(self.mp.sel.windows)}
+        return {"bench_cpu": self.cpu, "windows_done": len(self.mp.sel.windows), **self.result}
 
 
 class _Raid6Episode:
@@ -138,6 +153,7 @@ class _Raid6Episode:
                                  interval_us=int(scenario["cyclictest_interval_us"]), t0=t0)
         # a step ends with its benchmark window (the engine runs only inside steps)
         self.r6.on_progress = k.engine.request_stop
+        self._kernels = (k,)
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, hz)
                           + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)))
@@ -168,7 +184,10 @@ class _Raid6Episode:
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.r6.info(),
-                "rcu_stalls": len(self.k.rcu_stalls), "bugs": list(self.k.bugs)}
+                **kernel_reports_info(self._kernels, self._kernels)}
+
+    def raw_at_reset(self) -> dict:
+        return {**Raid6Subsystem.raw_at_reset(), "step_sim_s": 0.0}
 
 
 class Raid6BenchEnv(KenvEnv):
@@ -225,6 +244,39 @@ class Raid6BenchEnv(KenvEnv):
     algorithm's) x the number of steps: the choice serves the machine from
     then on.  ``entropy``, ``rcu_stall``, ``bug`` and ``spin`` are 0 here.
 
+    ## Info
+
+    The same keys with the same types at every ``reset()`` and ``step()`` (a
+    vector env stacks them; checked by tests/test_clients.py).
+    Before the first step, step-only entries hold the value in the last column;
+    ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
+    Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
+
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
+    | ``profile`` | str | reward profile name | |
+    | ``reward_components`` | dict of float | the step's components (see Rewards) | all 0.0 |
+    | ``action_name`` | str | the action taken | ``""`` |
+    | ``platform``, ``preempt`` | str | the machine and its preemption model (resolved) | |
+    | ``hz`` | int | CONFIG_HZ (resolved) | |
+    | ``kernel`` | str | raid6_choose_gen() version (resolved) | |
+    | ``sim_time_s`` | float | simulated time since boot | |
+    | ``bench_cpu`` | int | the CPU modprobe and cyclictest run on | |
+    | ``windows_done`` | int | benchmark windows done | |
+    | ``chosen``, ``best`` | str | the algorithm raid6_choose_gen() chose, and the fastest | ``""`` until modprobe exits |
+    | ``chosen_gen_mb_s``, ``best_gen_mb_s`` | float | their gen() speeds | -1.0 until then |
+    | ``throughput_lost`` | float | 1 - chosen/fastest speed | -1.0 until then |
+    | ``dmesg`` | str | the benchmark's dmesg lines, newline-separated | ``""`` until then |
+    | ``load_s`` | float | modprobe's run time | -1.0 until then |
+    | ``bugs`` | int | kernel BUG reports so far | |
+    | ``last_bug`` | str | the last one | ``""`` before any |
+    | ``rcu_stalls`` | int | RCU stall reports so far | |
+    | ``last_rcu_stall_t_s``, ``last_rcu_stall_cpu`` | float, int | time and CPU of the last one | -1.0, -1 before any |
+    | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup | -1.0 |
+    | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
+    | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+
     ## Starting State
 
     A scenario is drawn from the mix (``configs/scenarios/raid6.yaml``):
@@ -247,6 +299,11 @@ class Raid6BenchEnv(KenvEnv):
 
     ## Version History
 
+    * v0, info: every key present with one type at every reset and step (was:
+      ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
+      ``None`` for no value yet, now -1.0; step-only keys missing from reset's
+      info; raid6's ``window`` None in steps without a window); trajectories
+      unchanged.
     * v0: initial version.  Before the first release a scheduler fix stopped
       charging CPU time to a task preempted before it was switched in (the
       patched policy's mean return over 40 episodes moved from 11.110 to 11.208).

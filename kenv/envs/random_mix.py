@@ -16,7 +16,7 @@ from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..workloads.qperf import (
     QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
 )
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, rcu_stall_info
+from .base import KERNEL_CONFIG_ROWS, NO_VALUE, KenvEnv, kernel_config_features, kernel_reports_info
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
@@ -71,10 +71,6 @@ class QperfSubsystem:
         a, b = self.randoms
         return a.mixes + b.mixes
 
-    def bug_reports(self) -> list[str]:
-        a, b = self._kernels
-        return a.bugs + b.bugs
-
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
             r.set_deferral(deferral)
@@ -87,17 +83,21 @@ class QperfSubsystem:
         self.last = min(1.0, regression * 5.0)
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
-                        "round_trips": st.round_trips,
+                        "round_trips": int(st.round_trips),
                         "mixes": self.mixes() - mixes0}}
 
+    #: the step-only info entries before the first step (reset's info)
+    RAW_AT_RESET = {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": 0, "mixes": 0}
+
     def info(self) -> dict:
+        """State entries of info; both hosts' in arrays of shape (2,): client, server."""
         a, b = self._pools
-        return {"msg_size": self.msg_size_label, "crng_init": [a.crng_init, b.crng_init],
-                "bits_credited_total": [a.init_bits, b.init_bits],
-                "crng_ready_s": [None if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
-                                 None if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC],
-                "bugs": self.bug_reports(),
-                "rcu_stalls": rcu_stall_info(*self._kernels)}
+        return {"msg_size": self.msg_size_label,
+               "crng_init": np.array((a.crng_init, b.crng_init), dtype=np.int64),
+               "bits_credited_total": np.array((a.init_bits, b.init_bits), dtype=np.int64),
+               "crng_ready_s": np.array((NO_VALUE if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
+                                         NO_VALUE if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC)),
+                **kernel_reports_info(self._kernels, self._kernels)}
 
 
 def resolve_machine(scenario: dict):
@@ -144,6 +144,9 @@ class _RandomMixEpisode:
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.q.info()}
+
+    def raw_at_reset(self) -> dict:
+        return {**QperfSubsystem.RAW_AT_RESET, "bits_credited": 0, "step_sim_s": 0.0}
 
 
 class RandomMixEnv(KenvEnv):
@@ -192,6 +195,38 @@ class RandomMixEnv(KenvEnv):
     credited on both hosts / (256 x 2); ``bug`` = kernel BUGs ("sleeping
     function called from invalid context").  ``rcu_stall`` and ``spin`` are 0.
 
+    ## Info
+
+    The same keys with the same types at every ``reset()`` and ``step()`` (a
+    vector env stacks them; checked by tests/test_clients.py).
+    Before the first step, step-only entries hold the value in the last column;
+    ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
+    Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
+
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
+    | ``profile`` | str | reward profile name | |
+    | ``reward_components`` | dict of float | the step's components (see Rewards) | all 0.0 |
+    | ``action_name`` | str | the action taken | ``""`` |
+    | ``platform``, ``preempt`` | str | the machine and its preemption model (resolved) | |
+    | ``hz`` | int | CONFIG_HZ (resolved) | |
+    | ``sim_time_s`` | float | simulated time since boot | |
+    | ``msg_size`` | str | qperf message size | |
+    | ``crng_init`` | int64 array (2,) | crng state of client, server: 0 EMPTY, 1 EARLY, 2 READY | |
+    | ``bits_credited_total`` | int64 array (2,) | bits credited so far, client, server | |
+    | ``crng_ready_s`` | float64 array (2,) | when each crng became READY | -1.0 until then |
+    | ``bits_credited`` | int | bits credited on both hosts in the step | 0 |
+    | ``bugs`` | int | kernel BUG reports so far (client and server) | |
+    | ``last_bug`` | str | the last one | ``""`` before any |
+    | ``rcu_stalls`` | int | RCU stall reports so far (client and server) | |
+    | ``last_rcu_stall_t_s``, ``last_rcu_stall_cpu`` | float, int | time and CPU of the last one | -1.0, -1 before any |
+    | ``latency_us`` | float | the step's mean tcp_lat | -1.0 |
+    | ``clean_latency_us`` | float | the undisturbed tcp_lat of the size | -1.0 |
+    | ``round_trips`` | int | qperf round trips completed in the step | 0 |
+    | ``mixes`` | int | fast-pool mixes in the step (both hosts) | 0 |
+    | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+
     ## Starting State
 
     Both hosts booted, crng empty, qperf connected; a scenario is drawn from
@@ -212,6 +247,11 @@ class RandomMixEnv(KenvEnv):
 
     ## Version History
 
+    * v0, info: every key present with one type at every reset and step (was:
+      ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
+      ``None`` for no value yet, now -1.0; step-only keys missing from reset's
+      info; raid6's ``window`` None in steps without a window); trajectories
+      unchanged.
     * v0: initial version.  Before the first release the ping-pong was made to
       run on across steps instead of restarting at each step, which moves the
       per-step figures a little (returns within their intervals).  The latency
