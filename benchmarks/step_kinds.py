@@ -53,7 +53,7 @@ def _label(field: str, value) -> str:
     if field == "mixes":
         return f"{'2+' if value >= 2 else value} mix{'es' if value != 1 else ''}"
     if field == "window":
-        return "window ends" if value is not None else "no window end"
+        return "window ends" if value["algo"] else "no window end"   # ("": no window ended)
     return str(value)
 
 
