@@ -1777,7 +1777,12 @@ class QperfTcpLat:
         the first call starts every client at an arbitrary phase of the tick,
         later calls continue the same ping-pong.  Per pair: the round trips
         completed in the slice and their mean latency (RTT / 2), or, if none
-        completed, the time since the last completion / 2."""
+        completed, the time since the last completion / 2 -- the round trip in
+        flight has taken that long so far.  A client whose first round trip
+        has not begun by ``until`` has none in flight: its latency is 0 (the
+        slice measured nothing; the first call's start phase is drawn over a
+        whole tick, which is longer than a slice with HZ=100 and 5 ms slices).
+        """
         eng = self.engine
         if not self.continuous:
             self.continuous = True
@@ -1796,7 +1801,10 @@ class QperfTcpLat:
         out = []
         for p, start in zip(self.pairs, starts):
             count, total = _credit(p, t_from, until)
-            lat = total / (2 * count) if count else (until - p.last_completion) / 2
+            # (last_completion is the client's start until its first round
+            # trip completes; a start after ``until`` must not count as a
+            # negative wait)
+            lat = total / (2 * count) if count else max(0, until - p.last_completion) / 2
             out.append(_size_stats(p, start, size, until - t_from, count, lat))
         return out
 
