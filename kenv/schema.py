@@ -145,8 +145,9 @@ def _scenario_models(fields: tuple[tuple[str, tuple], ...]) -> tuple[TypeAdapter
     one, mix = {}, {}
     for name, choices in fields:
         c = _choice_type(choices)
-        one[name] = (c | None, None)
-        mix[name] = (c | Annotated[dict[c, Weight], Field(min_length=1)] | None, None)
+        # (a field not given stays unset; None given is no choice: refused)
+        one[name] = (c, None)
+        mix[name] = (c | Annotated[dict[c, Weight], Field(min_length=1)], None)
     cfg = ConfigDict(extra="forbid")
     one_model = create_model("Scenario", __config__=cfg, **one)
 
