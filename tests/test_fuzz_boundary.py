@@ -309,6 +309,21 @@ def test_latency_and_throughput_never_negative(env_cls, hz, step_ms, size, seed)
         assert info["latency_us"] >= 0
         assert info["reward_components"]["throughput"] >= 0
         assert math.isfinite(r)
+        if env_cls is RandomMixEnv:   # clean / measured latency: no round trip beats the undisturbed one
+            assert info["reward_components"]["throughput"] <= 1.0 + 1e-9, info
+
+
+def test_round_trip_begun_just_before_a_step_end_is_no_speedup():
+    """HZ=100, 5 ms steps, 1 MiB messages: a step in which the first round
+    trip began late and did not complete reported a few-us latency, a
+    throughput reward up to 7.5 (the undisturbed round trip scores 1)."""
+    env = RandomMixEnv(scenario={"hz": 100, "step_ms": 5, "msg_size": "1024K"})
+    worst = 0.0
+    for seed in range(12):
+        env.reset(seed=seed)
+        for _ in range(2):
+            worst = max(worst, env.step(0)[4]["reward_components"]["throughput"])
+    assert 0.5 < worst <= 1.0 + 1e-9
 
 
 def test_engine_refuses_the_past_zero_periods_and_stalls():

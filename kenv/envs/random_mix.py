@@ -80,7 +80,7 @@ class QperfSubsystem:
             r.set_deferral(deferral)
         mixes0 = self.mixes()
         # qperf runs on across steps; a step is the next step_ns of it
-        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns)
+        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns, self.clean_rtt_ns)
         lat_ns = st.latency_ns
         clean_ns = self.clean_rtt_ns / 2
         regression = max(0.0, lat_ns / clean_ns - 1.0)
