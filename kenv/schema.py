@@ -257,6 +257,17 @@ def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]]) -> d
 
 # ------------------------------------------------------------ env arguments
 
+_SEED = TypeAdapter(Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)] | None)
+
+
+def check_seed(value: Any, field: str = "seed") -> int | None:
+    """``reset(seed=...)``: None or an integer 0..MAX_SEED (numpy integers too)."""
+    if value is not None and not isinstance(value, bool) and hasattr(value, "__index__") \
+            and not isinstance(value, int):
+        value = int(value.__index__())   # numpy integers
+    return validate(_SEED, value, field, f"None or an integer 0..{MAX_SEED}")
+
+
 RENDER_MODES = ("ansi", "rgb_array")
 _RENDER_MODE = TypeAdapter(Literal[RENDER_MODES] | None)
 
@@ -370,6 +381,6 @@ __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES", "ResetOptions",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
     "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
-    "check_reward_weights", "check_scenario", "check_scenario_arg", "cli_count", "cli_count0", "cli_float",
+    "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_seconds", "cli_seed", "to_config_error", "validate",
 ]

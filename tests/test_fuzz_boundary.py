@@ -189,7 +189,7 @@ def test_reset_options(env_cls):
         check_steps(env)
 
     @fuzz_settings(15)
-    @given(options, st.integers(0, 2**32 - 1))
+    @given(options, st.one_of(st.integers(0, 2**32 - 1), st.sampled_from([None, -1, 2**64, 1.5, "1", True])))
     def run(opts, seed):
         run_case(f"reset options {env_cls.__name__}", reset_and_step, opts, seed)
 

@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
-from ..schema import check_action_names, check_render_mode, check_reset_options
+from ..schema import check_action_names, check_render_mode, check_reset_options, check_seed
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix
 
@@ -178,7 +178,7 @@ class KenvEnv(gym.Env):
 
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
+        super().reset(seed=check_seed(seed))
         # (the state property builds a new dict: nothing else holds it)
         self._replay = (self.np_random.bit_generator.state, copy.deepcopy(options))
         self._taken = []
