@@ -36,11 +36,12 @@ NSEC_PER_SEC = 1_000_000_000
 STALL_EVENTS = 1_000_000
 
 
-class SimulationError(RuntimeError):
+class SimulationError(RuntimeError, ValueError):
     """An internal error of the simulation: an event in the past, a zero or
     negative period, or a loop that does not advance simulated time.  Inputs
     are validated before they reach the engine (kenv.schema); this is the
-    last line, for bugs."""
+    last line, for bugs.  (A ValueError too: what ``at()`` raised for an
+    event in the past before.)"""
 
 
 def check_period(period: int, what: str = "period") -> int:
