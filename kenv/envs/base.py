@@ -178,14 +178,16 @@ class KenvEnv(gym.Env):
 
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=check_seed(seed))
+        seed = check_seed(seed)
+        check_reset_options(options, self.SCENARIO_FIELDS)   # (before anything changes)
+        super().reset(seed=seed)
         # (the state property builds a new dict: nothing else holds it)
         self._replay = (self.np_random.bit_generator.state, copy.deepcopy(options))
         self._taken = []
         return self._start(options)
 
     def _start(self, options: dict | None):
-        # (checked before the draw: a bad option leaves the generator as it was)
+        # (checked again here for __setstate__'s replay; the canonical values)
         override = check_reset_options(options, self.SCENARIO_FIELDS)
         scenario = self.mix.sample(self.np_random)
         if override:
