@@ -237,7 +237,21 @@ def yaml_text():
             return yaml.safe_dump(d).encode()
         except Exception:  # noqa: BLE001 - what safe_dump refuses is just not a case
             return b"{}"
-    return st.one_of(data.map(dump), st.binary(max_size=40),
+    weight = st.one_of(st.floats(0, 10), st.integers(0, 5), st.sampled_from([1e6, 1e7, -1, 1e400, "1", None]))
+    # near-valid files: a weight per component (some bad, some missing or extra),
+    # a mix of the env's choices (some weights bad)
+    profile = st.fixed_dictionaries(
+        {"weights": st.one_of(st.fixed_dictionaries({c: weight for c in COMPONENTS}),
+                              st.dictionaries(st.sampled_from(COMPONENTS + ("joy",)), weight, max_size=7))},
+        optional={"name": st.one_of(st.text(max_size=8), junk()), "description": st.text(max_size=20)})
+    choice_fields = {f: st.one_of(st.sampled_from(list(c)), st.dictionaries(st.sampled_from(list(c)), weight,
+                                                                            max_size=3))
+                     for f, c in HwrngWaitEnv.SCENARIO_FIELDS.items()}
+    mix = st.fixed_dictionaries(
+        {"mix": st.one_of(st.fixed_dictionaries({}, optional=choice_fields), scenario_values(HwrngWaitEnv))},
+        optional={"env": st.sampled_from(["kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", 5]),
+                  "name": st.text(max_size=8), "extra": st.integers()})
+    return st.one_of(data.map(dump), profile.map(dump), mix.map(dump), st.binary(max_size=40),
                      st.text(max_size=60).map(lambda t: t.encode("utf-8", "surrogatepass")))
 
 
