@@ -128,7 +128,10 @@ def _rediscover_module():
 
 
 def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
-    """The command-line flag a ConfigError's field (or value) names, e.g. ``load`` -> ``--load``."""
+    """The command-line flag a ConfigError's field (or value) names, e.g. ``load`` ->
+    ``argument --load: `` ("" if the field names a flag already, or none)."""
+    if field.startswith("--"):
+        return ""
     head = field.split(":")[0].split(".")[0].split(" ")[0].lstrip("-").replace("-", "_")
     if head and head in vars(args) and not head.startswith("_"):
         return f"argument --{head.replace('_', '-')}: "
