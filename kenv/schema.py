@@ -177,7 +177,10 @@ def check_scenario(value: Any, allowed: Mapping[str, Sequence[Any]], field: str 
     if not isinstance(value, Mapping):
         raise ConfigError(field, value, "a mapping of field -> value; " + _fields_allowed(allowed))
     one, _ = _scenario_models(_key(allowed))
-    m = validate(one, dict(value), field, _allowed_for(value, allowed))
+    try:   # (what fits is told only on error: building it costs more than the check)
+        m = one.validate_python(dict(value))
+    except ValidationError as e:
+        raise to_config_error(e, field, _allowed_for(value, allowed)) from None
     return {k: getattr(m, k) for k in value}
 
 
@@ -187,7 +190,10 @@ def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str) -> d
         raise ConfigError(field, value, "a mapping of field -> {choice: weight} or a value; "
                           + _fields_allowed(allowed))
     _, mix = _scenario_models(_key(allowed))
-    m = validate(mix, dict(value), field, _allowed_for(value, allowed, mix=True))
+    try:
+        m = mix.validate_python(dict(value))
+    except ValidationError as e:
+        raise to_config_error(e, field, _allowed_for(value, allowed, mix=True)) from None
     out = {}
     for k in value:
         v = getattr(m, k)
