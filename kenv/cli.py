@@ -18,6 +18,15 @@ import sys
 from typing import Sequence
 
 from .errors import ConfigError
+from .schema import cli_count, cli_count0, cli_seed
+
+
+class KenvArgumentParser(argparse.ArgumentParser):
+    """argparse with kenv's error form: one line on stderr, exit status 2
+    (argparse's own prints the usage first; the one line names the flag)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def version() -> str:
@@ -35,13 +44,23 @@ def version() -> str:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=cli_seed, default=0, help="random seed, an integer >= 0 (default 0)")
+
+
+def env_id_arg(text: str) -> str:
+    """argparse ``type=`` of --env: a kenv environment id."""
+    from .envs.registration import ENVS
+
+    ids = [e[0] for e in ENVS]
+    if text not in ids:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(ids)}")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import add_experiment_parsers
 
-    parser = argparse.ArgumentParser(prog="kenv", description="kenv: a simulated Linux kernel as a Gymnasium environment")
+    parser = KenvArgumentParser(prog="kenv", description="kenv: a simulated Linux kernel as a Gymnasium environment")
     parser.add_argument("--version", action="version", version=f"kenv {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -59,10 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(_run=_reproduce)
 
     ev = sub.add_parser("evaluate", help="evaluate baseline policies on an environment")
-    ev.add_argument("--env", required=True, help="environment id, e.g. kenv/Raid6Bench-v0")
+    ev.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/Raid6Bench-v0")
     ev.add_argument("--policy", default="all",
                     help="original, pre_patch, patched, random, oracle, or all (default)")
-    ev.add_argument("--episodes", type=int, default=20, help="episodes per policy (default 20)")
+    ev.add_argument("--episodes", type=cli_count, default=20, help="episodes per policy (default 20)")
     ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
     ev.add_argument("--model", default=None, metavar="PATH.zip",
                     help="also score this SB3 model (kenv train's model.zip or run directory) as the row 'model'")
@@ -70,9 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(_run=_evaluate)
 
     b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")
-    b.add_argument("--steps", type=int, default=3000, help="steps per env (default 3000)")
-    b.add_argument("--env", action="append", default=None, help="only this env id (repeatable)")
-    b.add_argument("--warmup", type=int, default=None,
+    b.add_argument("--steps", type=cli_count, default=3000, help="steps per env (default 3000)")
+    b.add_argument("--env", action="append", default=None, type=env_id_arg, help="only this env id (repeatable)")
+    b.add_argument("--warmup", type=cli_count0, default=None,
                    help="untimed steps of each env before it is timed (default 1000; 0: a fresh env)")
     _add_common(b)
     b.set_defaults(_run=_bench)
@@ -126,13 +145,34 @@ def _rediscover_module():
     return rediscover
 
 
+def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
+    """The command-line flag a ConfigError's field (or value) names, e.g. ``load`` ->
+    ``argument --load: `` ("" if the field names a flag already, or none)."""
+    if field.startswith("--"):
+        return ""
+    head = field.split(":")[0].split(".")[0].split(" ")[0].lstrip("-").replace("-", "_")
+    if head and head in vars(args) and not head.startswith("_"):
+        return f"argument --{head.replace('_', '-')}: "
+    for dest, given in vars(args).items():   # a file's error names the file: the flag that gave it
+        if isinstance(given, str) and given and not dest.startswith("_") and field.startswith(given):
+            return f"argument --{dest.replace('_', '-')}: "
+    for dest, v in vars(args).items():   # the value given to a flag
+        if not dest.startswith("_") and isinstance(v, str) and v and v == value:
+            return f"argument --{dest.replace('_', '-')}: "
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         result = args._run(args)
     except ConfigError as e:
-        parser.exit(2, f"kenv: error: {e}\n")
+        # one line: the flag, the value and what is allowed
+        parser.exit(2, f"kenv: error: {_flag_of(args, e.field, e.value)}{' '.join(str(e).split())}\n")
+    except OSError as e:   # the filesystem (an --out that cannot be written, a full disk, ...)
+        name = str(getattr(e, "filename", None) or "")
+        parser.exit(2, f"kenv: error: {_flag_of(args, name) if name else ''}{name}: {e.strerror or e}\n")
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -151,10 +151,15 @@ class Bcm2835Params:
 # --------------------------------------------------------------------------
 
 WAIT_KINDS = ("cpu_relax", "hwrng_msleep", "hwrng_yield", "usleep_range")
-WAIT_ALLOWED = ("cpu_relax, hwrng_yield, hwrng_msleep(MS) with integer MS >= 0, "
-                "usleep_range(MIN,MAX) with integers 0 <= MIN <= MAX (microseconds)")
+#: the largest wait argument: the kernel's ``unsigned int msecs`` of
+#: hwrng_msleep() (usleep_range's unsigned longs are held to the same bound)
+WAIT_ARG_MAX = 2**32 - 1
+WAIT_ALLOWED = (f"cpu_relax, hwrng_yield, hwrng_msleep(MS) with integer 0 <= MS <= {WAIT_ARG_MAX}, "
+                f"usleep_range(MIN,MAX) with integers 0 <= MIN <= MAX <= {WAIT_ARG_MAX} "
+                "(microseconds; ASCII digits)")
 
-_INT = r"\s*(-?\d+)\s*"
+# ASCII digits only (\d would take other scripts' digits, which int() reads)
+_INT = r"\s*(-?[0-9]{1,20})\s*"   # (int() of a longer string is refused, or slow)
 _RE_NOARG = re.compile(r"^\s*(cpu_relax|hwrng_yield)\s*(\(\s*\))?\s*$")
 _RE_MSLEEP = re.compile(r"^\s*hwrng_msleep\s*\(" + _INT + r"\)\s*$")
 _RE_USLEEP = re.compile(r"^\s*usleep_range\s*\(" + _INT + "," + _INT + r"\)\s*$")
@@ -171,7 +176,7 @@ class WaitStrategy:
         arity = {"cpu_relax": 0, "hwrng_yield": 0, "hwrng_msleep": 1, "usleep_range": 2}
         a = self.args
         ok = (self.kind in arity and isinstance(a, tuple) and len(a) == arity[self.kind]
-              and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in a)
+              and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= WAIT_ARG_MAX for x in a)
               and (self.kind != "usleep_range" or a[0] <= a[1]))
         if not ok:
             raise ConfigError("wait", f"{self.kind}{a!r}", WAIT_ALLOWED)

@@ -20,6 +20,7 @@ from gymnasium import spaces
 
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
+from ..schema import check_action_names, check_render_mode, check_reset_options, check_seed
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix
 
@@ -112,9 +113,7 @@ class KenvEnv(gym.Env):
                  render_mode: str | None = None):
         self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
                                  reward_weights=reward_weights, render_mode=render_mode)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError("render_mode", render_mode, ", ".join(self.metadata["render_modes"]))
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode)
         self.actions = self._check_actions(actions)
         self.profile = load_profile(profile, reward_weights)
         self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario)
@@ -164,22 +163,19 @@ class KenvEnv(gym.Env):
         return one_hot(-1 if self._last_action is None else self._last_action, len(self.actions))
 
     def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:
+        """The action names (kenv.schema.check_action_names): a non-empty list,
+        each name normalised by :meth:`_normalise_action`, no two alike."""
         if actions is None:
             return tuple(self.DEFAULT_ACTIONS)
-        if isinstance(actions, str):
-            actions = [actions]
-        out = []
-        for a in actions:
-            self._validate_action_name(a)
-            out.append(a)
-        if not out or len(set(out)) != len(out):
-            raise ConfigError("actions", list(actions), "a non-empty list without duplicates")
-        return tuple(out)
+        return check_action_names(actions, self._normalise_action,
+                                  allowed=", ".join(self.DEFAULT_ACTIONS + self.EXTENDED_ACTIONS))
 
-    def _validate_action_name(self, a: str) -> None:
+    def _normalise_action(self, a: str) -> str:
+        """The canonical spelling of action name ``a``, or a ConfigError."""
         allowed = self.DEFAULT_ACTIONS + self.EXTENDED_ACTIONS
         if a not in allowed:
             raise ConfigError("actions", a, ", ".join(allowed))
+        return a
 
     def action_label(self, action: Any) -> str:
         return self._index_label(self._action_index(action))
@@ -201,7 +197,10 @@ class KenvEnv(gym.Env):
             if 0 <= action < len(self.actions):
                 return int(action)
         allowed = f"an integer in 0..{len(self.actions) - 1} ({', '.join(self.actions)})"
-        v = np.asarray(action) if action is not None else None
+        try:
+            v = np.asarray(action) if action is not None else None
+        except Exception:  # noqa: BLE001 - anything numpy cannot read (ragged lists, ...) is a bad action
+            raise ConfigError("action", action, allowed) from None
         if v is None or v.shape not in ((), (1,)) or not np.issubdtype(v.dtype, np.integer):
             raise ConfigError("action", action, allowed)
         a = int(v.reshape(()))
@@ -211,6 +210,8 @@ class KenvEnv(gym.Env):
 
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        seed = check_seed(seed)
+        check_reset_options(options, self.SCENARIO_FIELDS)   # (before anything changes)
         super().reset(seed=seed)
         # (the state property builds a new dict: nothing else holds it)
         self._replay = (self.np_random.bit_generator.state, copy.deepcopy(options))
@@ -218,9 +219,11 @@ class KenvEnv(gym.Env):
         return self._start(options)
 
     def _start(self, options: dict | None):
+        # (checked again here for __setstate__'s replay; the canonical values)
+        override = check_reset_options(options, self.SCENARIO_FIELDS)
         scenario = self.mix.sample(self.np_random)
-        if options and "scenario" in options:
-            scenario.update(options["scenario"])
+        if override:
+            scenario.update(override)
         self._scenario = scenario
         self._scenario_info = {f: t(scenario[f]) for f, t in self._scenario_types.items() if f in scenario}
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))

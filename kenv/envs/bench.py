@@ -125,7 +125,11 @@ def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0
     if not isinstance(warmup, int) or warmup < 0:
         raise ConfigError("warmup", warmup, "an integer >= 0")
     rounds = min(rounds, steps)   # every chunk at least one step
-    ids = env_ids or [e[0] for e in ENVS]
+    known = [e[0] for e in ENVS]
+    for env_id in env_ids or ():
+        if env_id not in known:
+            raise ConfigError("env", env_id, ", ".join(known))
+    ids = env_ids or known
     # warm-up (imports, first-call costs)
     steps_per_second("CartPole-v1", 200, seed)
     all_ref = []

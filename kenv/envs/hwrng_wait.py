@@ -37,6 +37,8 @@ class HwrngSubsystem:
     def __init__(self, k: Kernel, pool: InputPool, params, *, smp_cache_bytes: int, bs: int,
                  reader_cpus=None, kthread_cpus=None, reads_per_step: int | None = None,
                  logs: bool = False):
+        if type(bs) is not int or bs < 1:   # read(fd, buf, 0) in a loop never sleeps: a hang
+            raise ConfigError("reader_bs", bs, "an integer number of bytes >= 1")
         self.k, self.pool, self.params = k, pool, params
         self.smp_cache_bytes = smp_cache_bytes
         self.bs = bs
@@ -339,13 +341,13 @@ class HwrngWaitEnv(KenvEnv):
     def _check_actions(self, actions):
         out = super()._check_actions(actions)
         self._waits = tuple(parse_wait(a) for a in out)
-        # canonical spelling ("usleep_range(100, 200)")
-        return tuple(str(w) for w in self._waits)
+        return out
 
-    def _validate_action_name(self, a: str) -> None:
+    def _normalise_action(self, a: str) -> str:
+        # canonical spelling ("usleep_range(100, 200)", "cpu_relax" for "cpu_relax()")
         if not isinstance(a, str):
             raise ConfigError("actions", a, "kernel-style wait strings")
-        parse_wait(a)
+        return str(parse_wait(a))
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
         return _HwrngEpisode(scenario, rng)

@@ -12,7 +12,7 @@ from ..drivers.random import IrqRandomness
 from ..kernel.core import PREEMPT_MODELS
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
-from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
+from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC, check_period
 from ..workloads.qperf import (
     QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
 )
@@ -44,7 +44,7 @@ class QperfSubsystem:
         self.size = parse_size(str(msg_size))
         self.msg_size_label = format_size(self.size)
         self.threshold = threshold
-        self.step_ns = step_ns
+        self.step_ns = check_period(step_ns, "step")   # (a zero step would freeze simulated time)
         self.wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, threshold=threshold),
                               preempt=preempt, rng=rng, instances=1)
         self.randoms: list[IrqRandomness] = [h.random for h in self.wl.hosts]
@@ -76,7 +76,7 @@ class QperfSubsystem:
             r.set_deferral(deferral)
         mixes0 = self.mixes()
         # qperf runs on across steps; a step is the next step_ns of it
-        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns)
+        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns, self.clean_rtt_ns)
         lat_ns = st.latency_ns
         clean_ns = self.clean_rtt_ns / 2
         regression = max(0.0, lat_ns / clean_ns - 1.0)

@@ -23,8 +23,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..errors import ConfigError
-from .config import check_weight, load_yaml, packaged_names
+from ..schema import check_profile_arg, check_profile_file, check_reward_weights
+from .config import load_yaml, packaged_names
 
 COMPONENTS = ("entropy", "throughput", "latency", "rcu_stall", "bug", "spin")
 SIGN = {"entropy": 1.0, "throughput": 1.0, "latency": -1.0, "rcu_stall": -1.0, "bug": -1.0, "spin": -1.0}
@@ -48,14 +48,12 @@ class RewardProfile:
         return float(sum(map(operator.mul, self._signed, values)))
 
     def with_weights(self, overrides: Mapping[str, float] | None) -> "RewardProfile":
-        if not overrides:
+        """This profile with some weights replaced (kenv.schema.check_reward_weights:
+        None and an empty mapping replace nothing; anything else not a mapping is an error)."""
+        checked = check_reward_weights(overrides)
+        if not checked:
             return self
-        w = dict(self.weights)
-        for c, v in overrides.items():
-            if c not in COMPONENTS:
-                raise ConfigError(f"reward_weights.{c}", c, ", ".join(COMPONENTS))
-            w[c] = check_weight(f"reward_weights.{c}", v)
-        return RewardProfile(self.name + "+overrides", w, self.description)
+        return RewardProfile(self.name + "+overrides", {**self.weights, **checked}, self.description)
 
 
 def available_profiles() -> list[str]:
@@ -68,17 +66,9 @@ def load_profile(profile: str | os.PathLike | RewardProfile = "balanced",
     with optional per-component weight overrides."""
     if isinstance(profile, RewardProfile):
         return profile.with_weights(weights)
+    check_profile_arg(profile)
+    check_reward_weights(weights)   # (before the file: the argument's error first)
     data, label = load_yaml("reward", profile)
-    raw = data.get("weights")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{label}: weights", raw, f"a mapping with keys {', '.join(COMPONENTS)}")
-    unknown = set(raw) - set(COMPONENTS)
-    if unknown:
-        bad = sorted(unknown)[0]
-        raise ConfigError(f"{label}: weights.{bad}", bad, ", ".join(COMPONENTS))
-    missing = [c for c in COMPONENTS if c not in raw]
-    if missing:
-        raise ConfigError(f"{label}: weights.{missing[0]}", None, "a weight for every component: " + ", ".join(COMPONENTS))
-    w = {c: check_weight(f"{label}: weights.{c}", raw[c]) for c in COMPONENTS}
-    name = str(data.get("name", os.path.splitext(os.path.basename(os.fspath(profile)))[0]))
-    return RewardProfile(name, w, str(data.get("description", "")).strip()).with_weights(weights)
+    f = check_profile_file(data, label)
+    name = f.name if f.name is not None else os.path.splitext(os.path.basename(os.fspath(profile)))[0]
+    return RewardProfile(name, f.weights.model_dump(), f.description.strip()).with_weights(weights)

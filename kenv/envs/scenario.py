@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from .config import check_distribution, load_yaml
+from ..schema import check_mix, check_mix_file, check_scenario_arg
+from .config import load_yaml
 
 
 @dataclass(frozen=True)
@@ -66,34 +67,27 @@ def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
     """The env's default mix (a packaged YAML name), updated by ``scenario``.
 
     ``allowed`` lists, per field, the values the env understands; anything else
-    is a :class:`ConfigError` naming the field.
+    is a :class:`ConfigError` naming the field (kenv.schema.check_mix).
     """
+    check_scenario_arg(scenario)
     base_data, base_label = load_yaml("scenarios", default)
     fields = _parse_fields(base_data, base_label, env_id, allowed)
     name = default
     if scenario is None:
         pass
     elif isinstance(scenario, Mapping):
-        fields.update(_parse_fields({"env": env_id, "mix": dict(scenario)}, "scenario", env_id, allowed))
+        fields.update(check_mix(scenario, allowed, "scenario: mix"))
         name = f"{default}+custom"
     else:
         data, label = load_yaml("scenarios", scenario)
         fields.update(_parse_fields(data, label, env_id, allowed))
-        name = str(data.get("name", os.fspath(scenario)))
+        name = str(data.get("name") or os.fspath(scenario))
     return ScenarioMix(name, fields)
 
 
 def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, Sequence[Any]]) -> dict:
-    env = data.get("env", env_id)
+    f = check_mix_file(data, label)
+    env = env_id if f.env is None else f.env
     if env != env_id:
         raise ConfigError(f"{label}: env", env, env_id)
-    mix = data.get("mix")
-    if not isinstance(mix, Mapping):
-        raise ConfigError(f"{label}: mix", mix, "a mapping of field -> {choice: weight} or a value; fields: "
-                          + ", ".join(allowed))
-    out = {}
-    for field, dist in mix.items():
-        if field not in allowed:
-            raise ConfigError(f"{label}: mix.{field}", field, ", ".join(allowed))
-        out[field] = check_distribution(f"{label}: mix.{field}", dist, list(allowed[field]))
-    return out
+    return check_mix(f.mix, allowed, f"{label}: mix")

@@ -41,6 +41,7 @@ from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS, Kernel, RcuStall, Task, check_preempt_model
 from ..platforms import get_platform
 from ..platforms.base import Platform
+from ..schema import MAX_SECONDS, MAX_SEED, cli_int, cli_seconds
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..workloads.dd import Dd, start_dd
 from . import ReproRow
@@ -276,12 +277,12 @@ def check_args(platform: object, wait: object, nbytes: object, preempt: object, 
         raise ConfigError("preempt", preempt, ", ".join(PREEMPT_MODELS))
     check_preempt_model(preempt)
     if seconds is not None:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0 \
-                or seconds != seconds or seconds == float("inf"):
-            raise ConfigError("seconds", seconds, "a finite number of seconds > 0, or None (until dd completes)")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_SECONDS:
+            raise ConfigError("seconds", seconds, f"a number of seconds > 0 and <= {MAX_SECONDS:g}, "
+                              "or None (until dd completes)")
         seconds = float(seconds)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError("seed", seed, "an integer >= 0")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError("seed", seed, f"an integer 0..{MAX_SEED}")
     return plat, w, nbytes, preempt, seconds, int(seed)
 
 
@@ -311,9 +312,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", default="hwrng_yield",
                         help="wait strategy in bcm2835_rng_read: cpu_relax, hwrng_yield, "
                              "hwrng_msleep(MS), usleep_range(MIN,MAX) (default hwrng_yield)")
-    parser.add_argument("--bytes", type=int, default=10000, help="dd bs= (count=1) (default 10000)")
+    parser.add_argument("--bytes", type=cli_int(1, MAX_BYTES, "an integer number of bytes"), default=10000, help="dd bs= (count=1) (default 10000)")
     parser.add_argument("--preempt", default=None, help="none, voluntary, full or rt (default: the platform's)")
-    parser.add_argument("--seconds", type=float, default=None,
+    parser.add_argument("--seconds", type=cli_seconds, default=None,
                         help="simulate this many seconds after boot (default: until dd completes)")
 
 

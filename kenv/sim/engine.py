@@ -29,6 +29,28 @@ NSEC_PER_USEC = 1_000
 NSEC_PER_MSEC = 1_000_000
 NSEC_PER_SEC = 1_000_000_000
 
+#: a run that handles this many events without the clock moving is stuck in a
+#: loop that cannot advance simulated time (a zero period, a zero-byte read):
+#: a bug caught here rather than a hang.  No model runs more than a few
+#: thousand events at one instant (a step's worth is 5-20 events).
+STALL_EVENTS = 1_000_000
+
+
+class SimulationError(RuntimeError, ValueError):
+    """An internal error of the simulation: an event in the past, a zero or
+    negative period, or a loop that does not advance simulated time.  Inputs
+    are validated before they reach the engine (kenv.schema); this is the
+    last line, for bugs.  (A ValueError too: what ``at()`` raised for an
+    event in the past before.)"""
+
+
+def check_period(period: int, what: str = "period") -> int:
+    """``period`` (ns) of a periodic thing, refused unless a positive integer:
+    a zero period would run forever at one instant."""
+    if type(period) is not int or period <= 0:
+        raise SimulationError(f"{what} {period!r} ns: a periodic event needs an integer period > 0")
+    return period
+
 
 class Event:
     """A scheduled callback.  ``cancel()`` it to keep it from running."""
@@ -59,7 +81,7 @@ class Engine:
     """
 
     __slots__ = ("now", "_heap", "_head", "_seq", "recorder", "events_run", "_until", "_stop",
-                 "_running", "_stop_requested")
+                 "_running", "_stop_requested", "_watch_at", "_watch_now")
 
     def __init__(self) -> None:
         self.now = 0
@@ -72,11 +94,23 @@ class Engine:
         self._stop: Callable[[], bool] | None = None
         self._running = False
         self._stop_requested = False
+        # the stall watchdog: at events_run == _watch_at, the clock must have
+        # moved since it read _watch_now (one comparison per event)
+        self._watch_at = STALL_EVENTS
+        self._watch_now = 0
+
+    def _watchdog(self) -> None:
+        """Every STALL_EVENTS events: raise if the clock has not moved since the last check."""
+        if self.now == self._watch_now:
+            raise SimulationError(f"{STALL_EVENTS} events ran at t={self.now} ns without simulated "
+                                  f"time advancing: a loop with a zero period or zero-size work")
+        self._watch_now = self.now
+        self._watch_at = self.events_run + STALL_EVENTS
 
     def at(self, time: int, fn: Callable[..., Any], *args: Any) -> Event:
         """Run ``fn(*args)`` at absolute time ``time`` (never in the past)."""
         if time < self.now:
-            raise ValueError(f"event time {time} ns is before now ({self.now} ns)")
+            raise SimulationError(f"event time {time} ns is before now ({self.now} ns)")
         ev = Event(int(time), fn, args)
         self._seq += 1
         entry = (ev.time, self._seq, ev)
@@ -167,6 +201,8 @@ class Engine:
             return False
         self.now = time
         self.events_run += 1
+        if self.events_run >= self._watch_at:
+            self._watchdog()
         return True
 
     def run(self, until: int | None = None, stop: Callable[[], bool] | None = None) -> None:
@@ -201,6 +237,8 @@ class Engine:
                 ev.fn = None
                 self.now = t
                 self.events_run += 1
+                if self.events_run >= self._watch_at:
+                    self._watchdog()
                 fn(*ev.args)
                 if self._stop_requested or (stop is not None and stop()):
                     return

@@ -46,7 +46,9 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``trace`` to the ``kenv`` subcommands; ``add_common`` adds --json/--seed."""
+    from ..cli import env_id_arg
     from ..experiments import add_experiment_parsers
+    from ..schema import cli_count
 
     tp = sub.add_parser("trace", help="record a run and write it as Perfetto JSON or ftrace text",
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,12 +63,12 @@ def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], N
 
     add_experiment_parsers(esub, configure)
     tv = tsub.add_parser("env", help="record an environment episode played by a baseline or a trained model")
-    tv.add_argument("--env", required=True, help="environment id, e.g. kenv/HwrngWait-v0")
+    tv.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
     g = tv.add_mutually_exclusive_group(required=True)
     g.add_argument("--policy", help="a baseline: original, pre_patch, patched, random, oracle")
     g.add_argument("--model", help="a stable-baselines3 .zip saved by kenv train (PPO, A2C or DQN), "
                                    "or its run directory")
-    tv.add_argument("--steps", type=int, default=32, help="steps at most (default 32; the episode may end first)")
+    tv.add_argument("--steps", type=cli_count, default=32, help="steps at most (default 32; the episode may end first)")
     tv.add_argument("--profile", default="balanced", help="reward profile (default balanced)")
     add_common(tv)
     _add_output(tv)

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..kernel.core import BLOCK, SCHED_NORMAL, Kernel, Run, Task, TaskBody
-from ..sim.engine import NSEC_PER_MSEC
+from ..sim.engine import NSEC_PER_MSEC, check_period
 
 #: user-mode time requested per Run by the continuous hog: it never blocks,
 #: so the chunk size only sets how often the simulator steps the generator
 HOG_CHUNK_NS = 100 * NSEC_PER_MSEC
+
+#: the longest periodic job period accepted (ms): a day; a larger one is no
+#: periodic load within any run kenv makes
+MAX_LOAD_PERIOD_MS = 86_400_000
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,8 @@ class LoadSpec:
 def parse_load(spec: object) -> LoadSpec | None:
     """``None``/``False``/``"none"`` -> no load; ``True``/``"continuous"`` ->
     a busy loop; ``"BUSY/PERIOD"`` (ms, 0 < BUSY < PERIOD) -> a periodic job."""
-    allowed = "none, continuous, or BUSY_MS/PERIOD_MS with 0 < BUSY_MS < PERIOD_MS"
+    allowed = (f"none, continuous, or BUSY_MS/PERIOD_MS with 0 < BUSY_MS < PERIOD_MS <= "
+               f"{MAX_LOAD_PERIOD_MS} (whole nanoseconds: BUSY_MS >= 1e-6)")
     if spec is None or spec is False or spec == "none":
         return None
     if spec is True or spec == "continuous":
@@ -59,8 +64,11 @@ def parse_load(spec: object) -> LoadSpec | None:
             busy, period = (float(x) for x in spec.split("/"))
         except ValueError:
             raise ConfigError("load", spec, allowed) from None
-        if 0 < busy < period:
-            return LoadSpec(int(busy * NSEC_PER_MSEC), int(period * NSEC_PER_MSEC))
+        # (whole nanoseconds: at least 1 ns busy, a period of at most a day)
+        if 0 < busy < period <= MAX_LOAD_PERIOD_MS:
+            busy_ns, period_ns = int(busy * NSEC_PER_MSEC), int(period * NSEC_PER_MSEC)
+            if 0 < busy_ns < period_ns:
+                return LoadSpec(busy_ns, period_ns)
     raise ConfigError("load", spec, allowed)
 
 
@@ -78,6 +86,7 @@ def periodic_job(task: Task, busy_ns: int, period_ns: int) -> TaskBody:
     """
     k = task.k
     eng = k.engine
+    check_period(period_ns, "load period")
     nxt = eng.now
     while True:
         yield Run(busy_ns, user=True)

@@ -1772,12 +1772,20 @@ class QperfTcpLat:
             pair.size_rts = pair.rts - rts0
             pair.done = True
 
-    def run_slice(self, size: int, until: int) -> list[SizeStats]:
+    def run_slice(self, size: int, until: int, min_rtt_ns: int = 0) -> list[SizeStats]:
         """Run on to ``until`` without pausing qperf (an environment's step):
         the first call starts every client at an arbitrary phase of the tick,
         later calls continue the same ping-pong.  Per pair: the round trips
         completed in the slice and their mean latency (RTT / 2), or, if none
-        completed, the time since the last completion / 2."""
+        completed, that of the round trip in flight: it has taken the time
+        since the last completion so far, and will take at least
+        ``min_rtt_ns`` (the undisturbed round trip, a lower bound of every
+        round trip; without it a round trip begun just before ``until`` would
+        count as a latency of a few ns).  A client whose first round trip has
+        not begun by ``until`` has none in flight: its latency is 0 (the slice
+        measured nothing; the first call's start phase is drawn over a whole
+        tick, longer than a slice with HZ=100 and 5 ms slices).
+        """
         eng = self.engine
         if not self.continuous:
             self.continuous = True
@@ -1796,7 +1804,15 @@ class QperfTcpLat:
         out = []
         for p, start in zip(self.pairs, starts):
             count, total = _credit(p, t_from, until)
-            lat = total / (2 * count) if count else (until - p.last_completion) / 2
+            # (last_completion is the client's start until its first round
+            # trip completes; a start after ``until`` must not count as a
+            # negative wait)
+            if count:
+                lat = total / (2 * count)
+            elif p.last_completion >= until:
+                lat = 0.0
+            else:
+                lat = max(until - p.last_completion, min_rtt_ns) / 2
             out.append(_size_stats(p, start, size, until - t_from, count, lat))
         return out
 

@@ -1,0 +1,392 @@
+"""One schema for every input kenv takes, declared once.
+
+Field names, types, ranges and choices of everything a user hands kenv --
+the environment constructors (``actions``, ``scenario``, ``profile``,
+``reward_weights``, ``render_mode``), ``reset(options=...)`` and its scenario
+overrides, the YAML files (reward profiles, scenario mixes) and the values of
+the command line -- are pydantic v2 types here, and :func:`validate` turns a
+pydantic ``ValidationError`` into kenv's :class:`~kenv.errors.ConfigError`
+naming the field, the value and what is allowed.
+
+Bounds keep the simulation well defined: every scenario field is one of the
+env's listed choices (so time steps, sizes and periods are the positive
+values of ``SCENARIO_FIELDS``, simulated time always advances and nothing
+overflows); weights are finite and at most :data:`MAX_WEIGHT` (a reward stays
+finite); seeds and counts are non-negative integers of bounded size.
+
+No Gymnasium here (this module sits below ``kenv.envs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from functools import lru_cache
+from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
+
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model,
+                      field_validator)
+
+from .errors import ConfigError
+
+#: the largest weight of a reward component or of a choice in a scenario mix:
+#: a reward is a sum of six weights times components of order 1 (a few BUGs
+#: or stall reports per step at most), so it stays finite and far from
+#: float overflow; a mix's weights sum to at most 1e6 * (number of choices)
+MAX_WEIGHT = 1e6
+
+#: seeds: what numpy's SeedSequence and Gymnasium take, held to 63 bits
+MAX_SEED = 2**63 - 1
+
+#: a count on the command line (episodes, steps): at most this many
+MAX_COUNT = 10**9
+
+#: simulated seconds a command line may ask for: a day (every run kenv makes
+#: takes seconds to minutes; 1e300 s cannot be simulated in integer ns)
+MAX_SECONDS = 86_400.0
+
+Weight = Annotated[float, Field(strict=True, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+WEIGHT_ALLOWED = f"a finite number, 0 <= weight <= {MAX_WEIGHT:g}"
+
+
+# ----------------------------------------------------------------- errors
+
+def _loc(loc: Sequence[Any]) -> str:
+    # pydantic adds the name of a union member or a validator function to
+    # the location; only the keys and indexes the user wrote are kept
+    parts = [str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-")
+                                                                  or p in ("literal", "dict")))]
+    return ".".join(parts)
+
+
+def to_config_error(err: ValidationError, field: str, allowed: str | None = None,
+                    value: Any = None) -> ConfigError:
+    """The first error of ``err`` as a ConfigError: ``field`` (plus the
+    location inside the value), the offending input, and ``allowed`` (or
+    pydantic's description of what fits)."""
+    first = err.errors(include_url=False)[0]
+    where = _loc(first.get("loc", ()))
+    name = f"{field}.{where}" if field and where else (field or where or "value")
+    bad = first.get("input", value)
+    if first.get("type") == "extra_forbidden":
+        return ConfigError(name, bad, allowed or "no such field")
+    msg = first.get("msg", "")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return ConfigError(name, bad, f"{allowed} ({msg})" if allowed and msg and allowed not in msg
+                       else (allowed or msg))
+
+
+def validate(adapter: TypeAdapter, value: Any, field: str, allowed: str | None = None) -> Any:
+    """``adapter.validate_python(value)``, or a ConfigError naming ``field``."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as e:
+        raise to_config_error(e, field, allowed, value) from None
+    except (OverflowError, RecursionError, TypeError, ValueError) as e:  # pragma: no cover - defensive
+        raise ConfigError(field, value, allowed or str(e)) from None
+
+
+# ----------------------------------------------------------- reward weights
+
+_COMPONENTS = ("entropy", "throughput", "latency", "rcu_stall", "bug", "spin")
+
+
+def _component_model(required: bool) -> type[BaseModel]:
+    default = ... if required else None
+    fields = {c: (Weight if required else Weight | None, default) for c in _COMPONENTS}
+    return create_model("RewardWeights" if required else "RewardWeightOverrides",
+                        __config__=ConfigDict(extra="forbid", strict=True), **fields)
+
+
+RewardWeights = _component_model(True)
+RewardWeightOverrides = _component_model(False)
+_OVERRIDES = TypeAdapter(RewardWeightOverrides | None)
+
+
+def check_reward_weights(value: Any, field: str = "reward_weights") -> dict[str, float]:
+    """``reward_weights``: None or a mapping component -> weight; an empty
+    mapping overrides nothing (stated here so that it is a choice, not an
+    accident); any other value, ``0`` or ``[]`` included, is an error."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(field, value, "None or a mapping {component: weight} with components "
+                          + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED)
+    m = validate(_OVERRIDES, None if value is None else dict(value), field,
+                 "components " + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED)
+    return {} if m is None else {c: w for c, w in m.model_dump().items() if w is not None}
+
+
+class RewardProfileFile(BaseModel):
+    """A reward profile YAML file (``configs/reward/*.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str, Field(strict=True, min_length=1, max_length=200)] | None = None
+    description: Annotated[str, Field(strict=True, max_length=10_000)] = ""
+    weights: RewardWeights
+
+
+_PROFILE_FILE = TypeAdapter(RewardProfileFile)
+
+
+def check_profile_file(data: Any, label: str) -> RewardProfileFile:
+    return validate(_PROFILE_FILE, data, label,
+                    "name, description, and weights: {" + ", ".join(_COMPONENTS) + "}; " + WEIGHT_ALLOWED)
+
+
+# ---------------------------------------------------------------- scenarios
+
+def _choice_type(choices: Sequence[Any]) -> Any:
+    return Literal[tuple(choices)]
+
+
+@lru_cache(maxsize=None)
+def _scenario_models(fields: tuple[tuple[str, tuple], ...]) -> tuple[TypeAdapter, TypeAdapter]:
+    """(one scenario: each field one choice, mix: each field a choice or {choice: weight})."""
+    one, mix = {}, {}
+    for name, choices in fields:
+        c = _choice_type(choices)
+        # (a field not given stays unset; None given is no choice: refused)
+        one[name] = (c, None)
+        mix[name] = (c | Annotated[dict[c, Weight], Field(min_length=1)], None)
+    cfg = ConfigDict(extra="forbid")
+    one_model = create_model("Scenario", __config__=cfg, **one)
+
+    def _not_all_zero(cls, v):
+        if isinstance(v, dict) and not sum(v.values()) > 0:
+            raise ValueError("weights that are not all zero")
+        return v
+
+    mix_model = create_model("ScenarioMix", __config__=cfg,
+                             __validators__={"_nz": field_validator(*[n for n, _ in fields])(_not_all_zero)}
+                             if fields else {}, **mix)
+    return TypeAdapter(one_model), TypeAdapter(mix_model)
+
+
+def _key(allowed: Mapping[str, Sequence[Any]]) -> tuple:
+    return tuple((name, tuple(choices)) for name, choices in allowed.items())
+
+
+def _fields_allowed(allowed: Mapping[str, Sequence[Any]]) -> str:
+    return "; ".join(f"{n}: one of {', '.join(map(repr, c))}" for n, c in allowed.items())
+
+
+def check_scenario(value: Any, allowed: Mapping[str, Sequence[Any]], field: str = "scenario") -> dict:
+    """A scenario override (``reset(options={"scenario": ...})``): a mapping
+    of some fields to one of their choices.  Returns it with the canonical
+    choices (``5.0`` -> ``5``)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(field, value, "a mapping of field -> value; " + _fields_allowed(allowed))
+    one, _ = _scenario_models(_key(allowed))
+    try:   # (what fits is told only on error: building it costs more than the check)
+        m = one.validate_python(dict(value))
+    except ValidationError as e:
+        raise to_config_error(e, field, _allowed_for(value, allowed)) from None
+    return {k: getattr(m, k) for k in value}
+
+
+def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str) -> dict[str, dict]:
+    """A scenario mix: field -> {choice: weight} or one choice (weight 1)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(field, value, "a mapping of field -> {choice: weight} or a value; "
+                          + _fields_allowed(allowed))
+    _, mix = _scenario_models(_key(allowed))
+    try:
+        m = mix.validate_python(dict(value))
+    except ValidationError as e:
+        raise to_config_error(e, field, _allowed_for(value, allowed, mix=True)) from None
+    out = {}
+    for k in value:
+        v = getattr(m, k)
+        out[k] = {c: float(w) for c, w in v.items()} if isinstance(v, dict) else {v: 1.0}
+    return out
+
+
+def _allowed_for(value: Mapping, allowed: Mapping[str, Sequence[Any]], mix: bool = False) -> str:
+    """What fits, told for the first field of ``value`` that is wrong (cheap: only on error)."""
+    for k in value:
+        if k not in allowed:
+            return "fields " + ", ".join(allowed)
+        choices = ", ".join(map(repr, allowed[k]))
+        v = value[k]
+        if mix and isinstance(v, Mapping):
+            return f"{{choice: weight}} with choices {choices}; {WEIGHT_ALLOWED}; not all zero"
+        try:
+            ok = TypeAdapter(_choice_type(allowed[k])).validate_python(v) is not None
+        except (ValidationError, TypeError):
+            ok = False
+        if not ok:
+            return f"one of {choices}" + (" or {choice: weight}" if mix else "")
+    return _fields_allowed(allowed)
+
+
+class MixFile(BaseModel):
+    """A scenario mix YAML file (``configs/scenarios/*.yaml``); ``mix`` is
+    checked against the env's fields by :func:`check_mix`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str, Field(strict=True, min_length=1, max_length=200)] | None = None
+    description: Annotated[str, Field(strict=True, max_length=10_000)] = ""
+    env: Annotated[str, Field(strict=True)] | None = None
+    mix: dict[str, Any]
+
+
+_MIX_FILE = TypeAdapter(MixFile)
+
+
+def check_mix_file(data: Any, label: str) -> MixFile:
+    return validate(_MIX_FILE, data, label, "name, description, env, and mix: {field: {choice: weight}}")
+
+
+# ------------------------------------------------------------ reset options
+
+class ResetOptions(BaseModel):
+    """``reset(options=...)``: ``scenario``, a mapping checked by :func:`check_scenario`."""
+
+    model_config = ConfigDict(extra="forbid")
+    scenario: Mapping[str, Any] | None = None
+
+
+_RESET_OPTIONS = TypeAdapter(ResetOptions | None)
+
+
+def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]]) -> dict | None:
+    """The scenario override of ``reset(options=...)`` (None: none)."""
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise ConfigError("options", options, "None or a mapping with the key 'scenario'")
+    m = validate(_RESET_OPTIONS, dict(options), "options", "the key 'scenario' only")
+    if m is None or m.scenario is None:
+        return None
+    return check_scenario(m.scenario, allowed, "options.scenario")
+
+
+# ------------------------------------------------------------ env arguments
+
+_SEED = TypeAdapter(Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)] | None)
+
+
+def check_seed(value: Any, field: str = "seed") -> int | None:
+    """``reset(seed=...)``: None or an integer 0..MAX_SEED (numpy integers too)."""
+    if value is not None and not isinstance(value, bool) and hasattr(value, "__index__") \
+            and not isinstance(value, int):
+        value = int(value.__index__())   # numpy integers
+    return validate(_SEED, value, field, f"None or an integer 0..{MAX_SEED}")
+
+
+RENDER_MODES = ("ansi", "rgb_array")
+_RENDER_MODE = TypeAdapter(Literal[RENDER_MODES] | None)
+
+
+def check_render_mode(value: Any) -> str | None:
+    return validate(_RENDER_MODE, value, "render_mode", "None, " + ", ".join(RENDER_MODES))
+
+
+_NAME_LIST = TypeAdapter(Annotated[list[Annotated[str, Field(strict=True, max_length=200)]],
+                                   Field(min_length=1, max_length=64)])
+
+
+def check_action_names(value: Any, normalise: Callable[[str], str], field: str = "actions",
+                       allowed: str = "") -> tuple[str, ...]:
+    """A non-empty list (or one string) of action names, each normalised by
+    ``normalise`` (which raises ConfigError for a name not allowed); the
+    normalised names must be unique (``cpu_relax()`` is ``cpu_relax``)."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Mapping) or not isinstance(value, (list, tuple)):
+        raise ConfigError(field, value, "a non-empty list of action names" + (f": {allowed}" if allowed else ""))
+    names = validate(_NAME_LIST, list(value), field, "a non-empty list of at most 64 action names (strings)")
+    out = tuple(normalise(a) for a in names)
+    seen: dict[str, str] = {}
+    for raw, n in zip(names, out):
+        if n in seen:
+            raise ConfigError(field, list(value), f"distinct actions ({raw!r} is {seen[n]!r} again)")
+        seen[n] = raw
+    return out
+
+
+_PROFILE_ARG = TypeAdapter(Annotated[str, Field(strict=True, min_length=1, max_length=4096)])
+
+
+def check_profile_arg(value: Any) -> None:
+    """``profile``: a RewardProfile (checked by its caller), a name or a path."""
+    import os
+
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigError("profile", value, "a reward profile name (balanced, latency, throughput), "
+                          "a YAML path, or a RewardProfile")
+    validate(_PROFILE_ARG, value, "profile", "a non-empty name or path")
+    if "\x00" in value:
+        raise ConfigError("profile", value, "a name or path without NUL characters")
+
+
+def check_scenario_arg(value: Any) -> None:
+    """``scenario``: None, a mapping, or a packaged name / YAML path."""
+    import os
+
+    if value is None or isinstance(value, Mapping):
+        return
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 4096:
+        raise ConfigError("scenario", value, "None, a mapping {field: {choice: weight}}, "
+                          "or a packaged mix name or YAML path")
+
+
+# ----------------------------------------------------------- command line
+
+def _cli_type(adapter: TypeAdapter, allowed: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``convert`` the text, then validate; an error
+    is argparse's ("argument --flag: ..."), one line, exit status 2."""
+    def parse(text: str) -> Any:
+        try:
+            v = convert(text)
+            return adapter.validate_python(v)
+        except (ValueError, OverflowError, ValidationError):
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {allowed}") from None
+    parse.__name__ = allowed
+    return parse
+
+
+def _int(text: str) -> int:
+    t = text.strip()
+    if not t or len(t) > 30 or not t.lstrip("+-").isascii() or not t.lstrip("+-").isdigit():
+        raise ValueError(text)
+    return int(t)
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(text)
+    return v
+
+
+def cli_int(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
+    return _cli_type(TypeAdapter(Annotated[int, Field(ge=lo, le=hi)]), f"{what} in {lo}..{hi}", _int)
+
+
+def cli_float(gt: float, le: float, what: str = "a number") -> Callable[[str], float]:
+    return _cli_type(TypeAdapter(Annotated[float, Field(gt=gt, le=le, allow_inf_nan=False)]),
+                     f"{what} > {gt:g} and <= {le:g}", _finite)
+
+
+#: --seed of every command
+cli_seed = cli_int(0, MAX_SEED, "an integer seed")
+#: --episodes, --steps
+cli_count = cli_int(1, MAX_COUNT, "an integer count")
+#: --warmup
+cli_count0 = cli_int(0, MAX_COUNT, "an integer count")
+#: --seconds (simulated)
+cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
+
+
+__all__ = [
+    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES", "ResetOptions",
+    "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
+    "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
+    "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
+    "cli_int", "cli_seconds", "cli_seed", "to_config_error", "validate",
+]
