@@ -116,6 +116,8 @@ MAX_TIMESTEPS = 10**12
 MAX_ENVS = 1024
 #: seeds: SB3 seeds numpy's global generator, which takes 0 .. 2**32 - 1
 MAX_SEED = 2**32 - 1
+#: bound of --eval-episodes
+MAX_EVAL_EPISODES = 10_000
 #: constructor arguments that kenv train sets itself
 RESERVED_KEYS = ("self", "policy", "env", "seed", "tensorboard_log", "verbose", "device", "_init_setup_model")
 
@@ -1395,17 +1397,21 @@ def run_from_args(args) -> TrainResult:
     ta = TrainArgs(config=args.config, env=args.env, algo=args.algo, seed=args.seed, out=args.out, resume=args.resume,
                    n_timesteps=args.n_timesteps, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                    checkpoint_freq=args.checkpoint_freq, progress_bar=bool(progress), verbose=args.verbose)
-    if ta.eval_episodes < 2:
-        raise ConfigError("--eval-episodes", ta.eval_episodes, "an integer >= 2 (for a 95% interval)")
+    check_seed("--seed", ta.seed)
+    if not 2 <= ta.eval_episodes <= MAX_EVAL_EPISODES:
+        raise ConfigError("--eval-episodes", ta.eval_episodes,
+                          f"an integer in 2..{MAX_EVAL_EPISODES} (at least 2 for a 95% interval)")
     for name in ("eval_freq", "checkpoint_freq", "n_timesteps"):
         v = getattr(ta, name)
-        if v is not None and v < 1:
-            raise ConfigError(f"--{name.replace('_', '-')}", v, "an integer >= 1")
+        if v is not None and not 1 <= v <= MAX_TIMESTEPS:
+            raise ConfigError(f"--{name.replace('_', '-')}", v, f"an integer in 1..{MAX_TIMESTEPS}")
+    if ta.verbose not in (0, 1, 2):
+        raise ConfigError("--verbose", ta.verbose, "0, 1 or 2")
     try:
         return train(ta)
     except KeyboardInterrupt:
         run = ta.out or "the run dir"
-        print(f"\nkenv train: interrupted; continue with the same command and --resume (run dir: {run})",
+        print(f"kenv train: interrupted; continue with the same command and --resume (run dir: {run})",
               file=sys.stderr)
         raise SystemExit(130) from None
 

@@ -115,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args._run(args)
     except ConfigError as e:
         parser.exit(2, f"kenv: error: {e}\n")
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (train and rediscover say more)
+        parser.exit(130, "kenv: interrupted\n")
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
