@@ -44,10 +44,18 @@ Output (``--out``, default ``runs/rediscover``), every file written atomically:
     ``rediscover.json``               the table as JSON (also printed with ``--json``)
 
 Resuming: a rerun with the same ``--out`` skips what is finished (``learned.json``,
-``baselines.json``), resumes a partial training run from its newest checkpoint, and
-gives the same table.  Determinism: every random source is seeded (SB3 ``seed=``,
-env seeds, torch single-threaded), so the same seed gives the same table in a fresh
-directory too (``wall_s`` aside).
+``baselines.json``; a damaged or foreign one is recomputed), resumes a partial training
+run from its newest checkpoint, and gives the same table: a training run resumes
+exactly (checkpoints at rollout boundaries hold the environments mid-episode and the
+random generators, see agents/train.py), so the steps, models, returns and verdicts are
+those of an uninterrupted run; only ``wall_s`` differs.  Determinism: every random
+source is seeded (SB3 ``seed=``, env seeds, torch single-threaded), so the same seed
+gives the same table in a fresh directory too (``wall_s`` aside).
+
+One run per ``--out`` at a time: ``<out>/.lock`` (``flock``) refuses a second one,
+naming the PID of the first.  The worker processes die with the run, ``kill -9``
+included (Linux ``PR_SET_PDEATHSIG``, and a watchdog thread on the parent PID);
+Ctrl-C stops them and exits with status 130.
 
 Work and time: the jobs (one per env and seed, one per context of each env's
 static-action table, then one per env for the oracle and baselines) run in ``--workers``

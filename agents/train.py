@@ -1311,10 +1311,11 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     algo_cls = algorithms()[cfg.algo]
     ckpts = list_checkpoints(ckpt_dir)
     model, start_steps, wall_offset = None, 0, 0.0
+    evaluations = read_evaluations(run_dir)  # checked before anything is loaded or cut back
     if ckpts:  # the newest complete checkpoint
         model, start_steps, wall_offset = load_checkpoint(cfg, algo_cls, seed, ckpt_dir, ckpts[0], monitor_dir, log)
         log(f"resuming {run_dir} from {ckpts[0][1]} ({start_steps} steps)")
-    history = [h for h in read_evaluations(run_dir) if h["timesteps"] <= start_steps]
+    history = [h for h in evaluations if h["timesteps"] <= start_steps]
     if model is None:
         venv = make_train_vec_env(cfg, seed, monitor_dir, append=False)
         try:
