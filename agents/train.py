@@ -116,6 +116,9 @@ MAX_TIMESTEPS = 10**12
 MAX_ENVS = 1024
 #: seeds: SB3 seeds numpy's global generator, which takes 0 .. 2**32 - 1
 MAX_SEED = 2**32 - 1
+#: the largest magnitude of a numeric hyperparameter (no kenv value comes near; an int
+#: of 400 digits or 1e300 would overflow a buffer size or a float32 on the way)
+MAX_HYPERPARAMETER = 1e15
 #: bound of --eval-episodes
 MAX_EVAL_EPISODES = 10_000
 #: constructor arguments that kenv train sets itself
@@ -353,17 +356,27 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
         if k not in allowed:
             raise ConfigError(f"{where}.{k}", k, f"a {algo.upper()} argument or a Zoo key: "
                               + ", ".join(["n_envs", "n_timesteps", "policy", "env_wrapper", "env_kwargs"] + allowed))
-        _check_value(f"{where}.{k}", k, v, params[k].default)
+        _check_value(f"{where}.{k}", k, v, params[k])
     cfg = TrainConfig(env_id, algo, label, n_timesteps, n_envs, policy, block, env_kwargs, env_wrapper)
     cfg.model_kwargs()  # policy_kwargs and schedules parse
-    if env_wrapper is not None:  # the wrapper accepts its arguments on this env
-        try:
-            make_env(cfg).close()
-        except ConfigError:
-            raise
-        except Exception as e:  # noqa: BLE001 - the wrapper's own check of its kwargs
-            raise ConfigError(f"{where}.env_wrapper", env_wrapper,
-                              f"a wrapper and arguments that fit {env_id} ({type(e).__name__}: {e})") from None
+    try:  # the env accepts env_kwargs
+        env = gym.make(env_id, **env_kwargs)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - gym.make's own check of the kwargs
+        raise ConfigError(f"{where}.env_kwargs", env_kwargs,
+                          f"keyword arguments of {env_id}'s constructor ({type(e).__name__}: {e})") from None
+    try:  # the wrapper accepts its arguments on this env
+        wrap = cfg.wrapper()
+        if wrap is not None:
+            env = wrap(env)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the wrapper's own check of its kwargs
+        raise ConfigError(f"{where}.env_wrapper", env_wrapper,
+                          f"a wrapper and arguments that fit {env_id} ({type(e).__name__}: {e})") from None
+    finally:
+        env.close()
     _check_algo_space(algo, env_id, env_kwargs)
     return cfg
 
@@ -391,9 +404,11 @@ def _check_number(where: str, value: Any, integer: bool = False, minimum: float 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
         raise ConfigError(where, value, "an integer" if integer else "a number")
     if integer:
-        if float(value) != int(value):
+        if isinstance(value, float) and float(value) != int(value):
             raise ConfigError(where, value, "an integer")
         value = int(value)
+    if abs(value) > MAX_HYPERPARAMETER:
+        raise ConfigError(where, value, f"a number of magnitude at most {MAX_HYPERPARAMETER:.0e}")
     if minimum is not None and value < minimum:
         raise ConfigError(where, value, f"a number >= {minimum}")
     if maximum is not None and value > maximum:
@@ -401,9 +416,35 @@ def _check_number(where: str, value: Any, integer: bool = False, minimum: float 
     return value
 
 
-def _check_value(where: str, key: str, value: Any, default: Any) -> None:
-    """Type checks from the constructor's defaults; schedules and kwargs strings by form."""
-    if key in ("learning_rate", "clip_range", "clip_range_vf") and isinstance(value, str):
+#: ranges of the algorithms' numeric arguments (closed intervals; None: unbounded),
+#: from their meaning in SB3's docs: a discount or a probability in [0, 1], a count >= 1, ...
+HYPERPARAMETER_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "learning_rate": (0.0, None), "n_steps": (1, None), "batch_size": (1, None), "n_epochs": (1, None),
+    "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_range": (0.0, None), "clip_range_vf": (0.0, None),
+    "ent_coef": (0.0, None), "vf_coef": (0.0, None), "max_grad_norm": (0.0, None), "sde_sample_freq": (-1, None),
+    "target_kl": (0.0, None), "stats_window_size": (1, None), "rms_prop_eps": (0.0, None),
+    "buffer_size": (1, None), "learning_starts": (0, None), "tau": (0.0, 1.0), "gradient_steps": (-1, None),
+    "target_update_interval": (1, None), "exploration_fraction": (0.0, 1.0),
+    "exploration_initial_eps": (0.0, 1.0), "exploration_final_eps": (0.0, 1.0),
+}
+
+
+def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> None:
+    """A value for an algorithm's constructor argument, checked against its annotation
+    (bool, int, float, schedule, mapping; classes cannot be set from a file) and its range."""
+    ann = str(param.annotation)
+    lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
+    rng = ("a number" + (f" >= {lo}" if lo is not None and hi is None else "")
+           + (f" in {lo}..{hi}" if lo is not None and hi is not None else ""))
+    if key == "policy_kwargs":
+        if not isinstance(value, (str, dict)):
+            raise ConfigError(where, value, "a 'dict(...)' string (RL Zoo) or a mapping")
+        return
+    if value is None and "None" in ann:
+        return
+    if ann.startswith("type["):
+        raise ConfigError(where, value, "not set from a config file (a class; kenv train uses SB3's default)")
+    if "Callable" in ann and isinstance(value, str):
         head, _, tail = value.partition("_")
         try:
             ok = head == "lin" and math.isfinite(float(tail))
@@ -411,18 +452,29 @@ def _check_value(where: str, key: str, value: Any, default: Any) -> None:
             ok = False
         if not ok:
             raise ConfigError(where, value, "a number or 'lin_<number>' (a linear schedule, as in RL Zoo)")
+        value = float(tail)
+    if ann.startswith("dict"):
+        if not isinstance(value, dict):
+            raise ConfigError(where, value, "a mapping")
+        _check_data(where, value)
         return
-    if key == "policy_kwargs":
-        if not isinstance(value, (str, dict)):
-            raise ConfigError(where, value, "a 'dict(...)' string (RL Zoo) or a mapping")
-        return
-    if isinstance(default, bool):
+    if ann == str(bool):
         if not isinstance(value, bool):
             raise ConfigError(where, value, "true or false")
-    elif isinstance(default, int) and key not in ("train_freq",):
-        _check_number(where, value, integer=True)
-    elif isinstance(default, float):
-        _check_number(where, value)
+        return
+    if ann.startswith("int | tuple") and isinstance(value, list):  # train_freq: [4, step]
+        if len(value) != 2 or value[1] not in ("step", "episode"):
+            raise ConfigError(where, value, "an integer or [<integer>, step|episode]")
+        value = value[0]
+    if ann == str(int) or ann.startswith("int |"):
+        v = _check_number(where, value, integer=True)
+    elif "float" in ann:
+        v = _check_number(where, value)
+    else:
+        _check_data(where, value)
+        return
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ConfigError(where, value, rng)
 
 
 #: torch.nn activation functions a config may name, as ``nn.X``, ``th.nn.X`` or
@@ -1317,12 +1369,7 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         log(f"resuming {run_dir} from {ckpts[0][1]} ({start_steps} steps)")
     history = [h for h in evaluations if h["timesteps"] <= start_steps]
     if model is None:
-        venv = make_train_vec_env(cfg, seed, monitor_dir, append=False)
-        try:
-            model = algo_cls(cfg.policy, venv, seed=seed, device="cpu", verbose=args.verbose, **cfg.model_kwargs())
-        except (TypeError, ValueError, AssertionError, ArithmeticError, MemoryError) as e:
-            raise ConfigError(f"{cfg.source}: {cfg.env_id}", "hyperparameters",
-                              f"values {cfg.algo.upper()} accepts ({type(e).__name__}: {e})") from None
+        model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
     tb = tensorboard_available()
     suffix = "" if start_steps == 0 else f"_resumed_{start_steps}"
     log_dir = os.path.join(run_dir, "logs")
@@ -1369,6 +1416,19 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     atomic_write_json(os.path.join(run_dir, "result.json"), result.to_dict())
     # as a rerun would read it back (JSON: e.g. dict keys become strings)
     return TrainResult.from_dict(json.loads(json.dumps(result.to_dict(), default=_json_default)))
+
+
+def build_model(cfg: TrainConfig, venv, seed: int, verbose: int = 0):
+    """A new model on ``venv``; the values the algorithm itself refuses are a ConfigError."""
+    try:
+        return algorithms()[cfg.algo](cfg.policy, venv, seed=seed, device="cpu", verbose=verbose,
+                                      **cfg.model_kwargs())
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, AssertionError, ArithmeticError, MemoryError, RuntimeError) as e:
+        venv.close()
+        raise ConfigError(f"{cfg.source}: {cfg.env_id}", "hyperparameters",
+                          f"values {cfg.algo.upper()} accepts ({type(e).__name__}: {e})") from None
 
 
 # -------------------------------------------------------------------------------- CLI

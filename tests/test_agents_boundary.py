@@ -360,3 +360,54 @@ def test_train_ctrl_c_exits_130_with_one_line(tmp_path):
     assert proc.returncode == 130, err
     lines = err.strip().split("\n")
     assert len(lines) == 1 and lines[0].startswith("kenv train: interrupted") and "--resume" in lines[0], err
+
+
+# ------------------------------------------------------------------- config fuzzing
+def _fuzz_values():
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.integers(-3, 70),
+                        st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1),
+                        st.text(max_size=12), st.sampled_from(["lin_3e-3", "lin_x", "nn.Tanh", "dict(net_arch=[4])",
+                                                               "step", "dict(a=nn.Module)", "os.system"]))
+    return st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=3),
+                                                      st.dictionaries(st.text(max_size=6), c, max_size=3)),
+                        max_leaves=6)
+
+
+def test_fuzzed_train_configs_are_config_errors_or_build(tmp_path):
+    """Random blocks of PPO/A2C/DQN keys with random values: reading the file and building
+    the model either works or is a ConfigError, nothing else (bounded: 25 examples)."""
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from kenv.errors import ConfigError
+
+    keys = sorted({"n_envs", "n_timesteps", "policy", "policy_kwargs", "env_wrapper", "env_kwargs", "normalize",
+                   "learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "clip_range",
+                   "clip_range_vf", "ent_coef", "max_grad_norm", "target_kl", "rollout_buffer_class",
+                   "rollout_buffer_kwargs", "buffer_size", "train_freq", "tau", "exploration_fraction",
+                   "use_sde", "learning_starts"})
+    counts = {"built": 0, "config_error": 0}
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(algo=st.sampled_from(["ppo", "a2c", "dqn"]),
+           block=st.dictionaries(st.sampled_from(keys), _fuzz_values(), max_size=4),
+           n_envs=st.integers(1, 3))
+    def check(algo, block, n_envs):
+        block = {"n_timesteps": 64, "n_envs": n_envs, "n_steps": 16, "batch_size": 16, "buffer_size": 256,
+                 **block}
+        path = tmp_path / f"{algo}.yaml"
+        path.write_text(yaml.safe_dump({ENV: block}))
+        try:
+            cfg = tr.load_train_config(str(path), ENV)
+            model = tr.build_model(cfg, tr.make_train_vec_env(cfg, 0, None, append=False), 0)
+        except ConfigError:
+            counts["config_error"] += 1
+            return
+        model.get_env().close()
+        counts["built"] += 1
+
+    check()
+    assert counts["built"] > 0 and counts["config_error"] > 0, counts
