@@ -424,7 +424,7 @@ HYPERPARAMETER_RANGES: dict[str, tuple[float | None, float | None]] = {
     "ent_coef": (0.0, None), "vf_coef": (0.0, None), "max_grad_norm": (0.0, None), "sde_sample_freq": (-1, None),
     "target_kl": (0.0, None), "stats_window_size": (1, None), "rms_prop_eps": (0.0, None),
     "buffer_size": (1, None), "learning_starts": (0, None), "tau": (0.0, 1.0), "gradient_steps": (-1, None),
-    "target_update_interval": (1, None), "exploration_fraction": (0.0, 1.0),
+    "target_update_interval": (1, None), "train_freq": (1, None), "exploration_fraction": (0.0, 1.0),
     "exploration_initial_eps": (0.0, 1.0), "exploration_final_eps": (0.0, 1.0),
 }
 
@@ -433,6 +433,7 @@ def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> 
     """A value for an algorithm's constructor argument, checked against its annotation
     (bool, int, float, schedule, mapping; classes cannot be set from a file) and its range."""
     ann = str(param.annotation)
+    given = value
     lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
     rng = ("a number" + (f" >= {lo}" if lo is not None and hi is None else "")
            + (f" in {lo}..{hi}" if lo is not None and hi is not None else ""))
@@ -474,7 +475,7 @@ def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> 
         _check_data(where, value)
         return
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise ConfigError(where, value, rng)
+        raise ConfigError(where, given, rng)
 
 
 #: torch.nn activation functions a config may name, as ``nn.X``, ``th.nn.X`` or

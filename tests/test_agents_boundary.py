@@ -265,6 +265,14 @@ def _wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: str, timeout: float =
         time.sleep(0.02)
 
 
+def _wait_for_file(proc: subprocess.Popen, path: str, timeout: float = 120) -> None:
+    t0 = time.monotonic()
+    while not os.path.exists(path):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() - t0 < timeout, f"no {path}"
+        time.sleep(0.02)
+
+
 RD_ARGS = ["rediscover", "--envs", ENV, "--seeds", "1", "--n-timesteps", "2048", "--no-plots"]
 
 
@@ -318,15 +326,18 @@ def test_kill_9_leaves_no_process_and_resume_gives_the_uninterrupted_table(tmp_p
 @pytest.mark.slow
 def test_second_run_on_the_same_out_is_refused_and_ctrl_c_exits_130(tmp_path):
     out = str(tmp_path / "rd")
-    proc = subprocess.Popen(CLI + RD_ARGS + ["--out", out, "--workers", "2"], cwd=str(tmp_path),
+    # a budget it does not reach before the Ctrl-C, however slow the machine
+    long_args = [a if a != "2048" else "65536" for a in RD_ARGS]
+    proc = subprocess.Popen(CLI + long_args + ["--out", out, "--workers", "2"], cwd=str(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _wait_for_checkpoint(proc, os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "checkpoints"))
-        second = _run(CLI + RD_ARGS + ["--out", out], str(tmp_path))
+        _wait_for_file(proc, os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "run.yaml"))  # training
+        second = _run(CLI + long_args + ["--out", out], str(tmp_path))
         assert second.returncode == 2
         assert len(second.stderr.strip().split("\n")) == 1 and "Traceback" not in second.stderr
         assert "--out" in second.stderr and f"PID {proc.pid}" in second.stderr
         procs = _descendants(proc.pid)
+        assert len(procs) >= 2  # the workers (and the resource tracker)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole process group
         _, err = proc.communicate(timeout=30)
     finally:
@@ -346,7 +357,7 @@ def test_second_run_on_the_same_out_is_refused_and_ctrl_c_exits_130(tmp_path):
 @pytest.mark.slow
 def test_train_ctrl_c_exits_130_with_one_line(tmp_path):
     out = str(tmp_path / "run")
-    flags = [f if f != "1024" else "8192" for f in TRAIN_FLAGS]
+    flags = [f if f != "1024" else "65536" for f in TRAIN_FLAGS]
     proc = subprocess.Popen(CLI + ["train", "--out", out] + flags, cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -363,6 +374,11 @@ def test_train_ctrl_c_exits_130_with_one_line(tmp_path):
 
 
 # ------------------------------------------------------------------- config fuzzing
+#: a small valid block per algorithm, under the fuzzed keys
+FUZZ_BASE = {"ppo": {"n_steps": 16, "batch_size": 16}, "a2c": {"n_steps": 16},
+             "dqn": {"buffer_size": 256, "batch_size": 16, "learning_starts": 0}}
+
+
 def _fuzz_values():
     from hypothesis import strategies as st
 
@@ -396,8 +412,7 @@ def test_fuzzed_train_configs_are_config_errors_or_build(tmp_path):
            block=st.dictionaries(st.sampled_from(keys), _fuzz_values(), max_size=4),
            n_envs=st.integers(1, 3))
     def check(algo, block, n_envs):
-        block = {"n_timesteps": 64, "n_envs": n_envs, "n_steps": 16, "batch_size": 16, "buffer_size": 256,
-                 **block}
+        block = {"n_timesteps": 64, "n_envs": n_envs, **FUZZ_BASE[algo], **block}
         path = tmp_path / f"{algo}.yaml"
         path.write_text(yaml.safe_dump({ENV: block}))
         try:
