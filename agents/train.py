@@ -402,7 +402,14 @@ def _check_number(where: str, value: Any, integer: bool = False, minimum: float 
     if value is None and required:
         raise ConfigError(where, None, "a number (required)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        raise ConfigError(where, value, "an integer" if integer else "a number")
+        hint = ""
+        if isinstance(value, str):
+            try:
+                float(value)
+                hint = f" (YAML reads {value} as a string: write it with a dot, 1.0e-5, or as !!float {value})"
+            except ValueError:
+                pass
+        raise ConfigError(where, value, ("an integer" if integer else "a number") + hint)
     if integer:
         if isinstance(value, float) and float(value) != int(value):
             raise ConfigError(where, value, "an integer")
@@ -429,13 +436,18 @@ HYPERPARAMETER_RANGES: dict[str, tuple[float | None, float | None]] = {
 }
 
 
+#: arguments whose lower bound is excluded (0 divides or stalls: A2C's RMSprop with eps 0
+#: gave NaN logits in the fuzz run)
+POSITIVE = ("learning_rate", "rms_prop_eps", "clip_range")
+
+
 def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> None:
     """A value for an algorithm's constructor argument, checked against its annotation
     (bool, int, float, schedule, mapping; classes cannot be set from a file) and its range."""
     ann = str(param.annotation)
     given = value
     lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
-    rng = ("a number" + (f" >= {lo}" if lo is not None and hi is None else "")
+    rng = ("a number" + (f" > {lo}" if key in POSITIVE else f" >= {lo}" if lo is not None and hi is None else "")
            + (f" in {lo}..{hi}" if lo is not None and hi is not None else ""))
     if key == "policy_kwargs":
         if not isinstance(value, (str, dict)):
@@ -474,7 +486,7 @@ def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> 
     else:
         _check_data(where, value)
         return
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
+    if (lo is not None and (v < lo or (v == lo and key in POSITIVE))) or (hi is not None and v > hi):
         raise ConfigError(where, given, rng)
 
 
