@@ -44,10 +44,18 @@ Output (``--out``, default ``runs/rediscover``), every file written atomically:
     ``rediscover.json``               the table as JSON (also printed with ``--json``)
 
 Resuming: a rerun with the same ``--out`` skips what is finished (``learned.json``,
-``baselines.json``), resumes a partial training run from its newest checkpoint, and
-gives the same table.  Determinism: every random source is seeded (SB3 ``seed=``,
-env seeds, torch single-threaded), so the same seed gives the same table in a fresh
-directory too (``wall_s`` aside).
+``baselines.json``; a damaged or foreign one is recomputed), resumes a partial training
+run from its newest checkpoint, and gives the same table: a training run resumes
+exactly (checkpoints at rollout boundaries hold the environments mid-episode and the
+random generators, see agents/train.py), so the steps, models, returns and verdicts are
+those of an uninterrupted run; only ``wall_s`` differs.  Determinism: every random
+source is seeded (SB3 ``seed=``, env seeds, torch single-threaded), so the same seed
+gives the same table in a fresh directory too (``wall_s`` aside).
+
+One run per ``--out`` at a time: ``<out>/.lock`` (``flock``) refuses a second one,
+naming the PID of the first.  The worker processes die with the run, ``kill -9``
+included (Linux ``PR_SET_PDEATHSIG``, and a watchdog thread on the parent PID);
+Ctrl-C stops them and exits with status 130.
 
 Work and time: the jobs (one per env and seed, one per context of each env's
 static-action table, then one per env for the oracle and baselines) run in ``--workers``
@@ -81,8 +89,9 @@ from kenv.errors import ConfigError
 from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_policy, run_episode, static_actions
 from .evaluate import ci95, evaluate, evaluate_policy
 from .train import (
-    EVAL_SEED, SUMMARY_SEED, ModelPolicy, TrainArgs, _json_default, action_key, atomic_write_json,
-    atomic_write_text, context_label, env_slug, fingerprint, load_model, load_train_config, make_env,
+    EVAL_SEED, MAX_TIMESTEPS, SUMMARY_SEED, DirLock, ModelPolicy, TrainArgs, _json_default, action_key,
+    atomic_write_json, atomic_write_text, context_label, env_slug, fingerprint, load_model, load_train_config,
+    make_env, make_out_dir,
     policy_summary, read_evaluations, read_json, registered_env_ids, remove_stale_tmp, train, varying_fields,
 )
 
@@ -100,6 +109,9 @@ CHOICE_EPISODES = 3
 #: the margin beyond the 95% intervals, relative to the return
 REL_MARGIN = 0.01
 BASELINE_NAMES = ("original", "pre_patch", "patched", "random")
+#: bounds of --seeds and --workers (far beyond a useful run; a job list stays small)
+MAX_SEEDS = 1000
+MAX_WORKERS = 256
 
 
 # ------------------------------------------------------------------ static table
@@ -227,10 +239,26 @@ def _baselines_path(out: str, env_id: str) -> str:
     return os.path.join(out, env_slug(env_id), "baselines.json")
 
 
+#: the keys of the cached job results; a file without them (damaged, foreign, older) is
+#: recomputed, which loses nothing: both are functions of the finished runs and the seeds
+BASELINES_KEYS = ("env", "fingerprint", "patched", "patched_action", "profile", "signed_weights", "evaluation",
+                  "contexts", "table", "wall_s")
+LEARNED_KEYS = ("env", "seed", "algo", "fingerprint", "steps", "train_wall_s", "eval_wall_s", "return_mean",
+                "return_ci95", "returns", "components", "choices")
+
+
+def _cached(path: str, keys: Sequence[str], fp: str) -> dict | None:
+    """A cached job result if it is one for this fingerprint, else None (recompute it)."""
+    doc = read_json(path)
+    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in keys):
+        return doc
+    return None
+
+
 def cached_baselines(env_id: str, config: str, algo: str | None, out: str) -> dict | None:
     cfg = load_train_config(config, env_id, algo)
-    cached = read_json(_baselines_path(out, env_id))
-    return cached if cached is not None and cached.get("fingerprint") == baseline_fingerprint(cfg) else None
+    cached = _cached(_baselines_path(out, env_id), BASELINES_KEYS, baseline_fingerprint(cfg))
+    return cached
 
 
 def table_job(env_id: str, config: str, algo: str | None, index: int) -> dict:
@@ -312,8 +340,8 @@ def seed_job(env_id: str, seed: int, config: str, algo: str | None, out: str,
     targs = TrainArgs(config=config, env=env_id, algo=cfg.algo, seed=seed, out=run_dir, resume=True,
                       eval_episodes=CURVE_EPISODES, summary_episodes=CHOICE_EPISODES)
     fp = fingerprint(cfg, seed, targs)
-    cached = read_json(path)
-    if cached is not None and cached.get("fingerprint") == fp:
+    cached = _cached(path, LEARNED_KEYS, fp)
+    if cached is not None:
         return cached
     res = train(targs, cfg, log=_quiet)
     t0 = time.perf_counter()
@@ -336,14 +364,75 @@ def _quiet(msg: str) -> None:
     pass
 
 
-def _init_worker() -> None:
+def _init_worker(parent_pid: int | None = None) -> None:
+    """A worker process: one torch thread, Ctrl-C left to the parent (which stops the
+    workers itself), and death with the parent (:func:`_die_with_parent`)."""
+    import signal
+
     from .train import configure_torch
 
+    if parent_pid is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # the parent blocked SIGINT while it started this process (_submit): a Ctrl-C
+        # pressed meanwhile is now pending here, and ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        _die_with_parent(parent_pid)
     configure_torch()
 
 
+#: Linux prctl(2) option: the signal a process gets when its parent dies
+PR_SET_PDEATHSIG = 1
+#: seconds between two checks of the watchdog thread
+WATCHDOG_PERIOD_S = 0.5
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` ends, even by SIGKILL: on Linux the kernel
+    sends SIGKILL (prctl PR_SET_PDEATHSIG); everywhere, a daemon thread checks every
+    WATCHDOG_PERIOD_S that the parent is still this process's parent (an orphan is
+    re-parented) and exits otherwise.  Without this, a killed ``kenv rediscover`` left
+    its workers finishing their jobs into --out (and the resource tracker, which ends
+    when they do)."""
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCHDOG_PERIOD_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kenv-parent-watchdog", daemon=True).start()
+
+
+class _JobConfigError:
+    """A ConfigError raised in a worker, carried back to the parent as data (an exception
+    with keyword-only state does not survive pickling)."""
+
+    def __init__(self, e: ConfigError):
+        self.field, self.value, self.allowed = e.field, repr(e.value) if not _plain(e.value) else e.value, e.allowed
+
+
+def _plain(v) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
 def _call(fn_name: str, *args):
-    return globals()[fn_name](*args)
+    try:
+        return globals()[fn_name](*args)
+    except ConfigError as e:
+        return _JobConfigError(e)
 
 
 # ------------------------------------------------------------------- the table
@@ -485,28 +574,69 @@ def build_row(base: dict, learned: dict) -> dict:
 
 
 # ------------------------------------------------------------------------ main
+def _result(res):
+    if isinstance(res, _JobConfigError):
+        raise ConfigError(res.field, res.value, res.allowed)
+    return res
+
+
 def _run_jobs(initial: list[tuple], on_done: Callable[[tuple, dict], list[tuple]], workers: int) -> None:
     """Run (key, fn_name, args) jobs, inline or in ``workers`` spawned processes;
-    ``on_done`` may return further jobs."""
+    ``on_done`` may return further jobs.  The workers die with this process (SIGKILL
+    included, :func:`_die_with_parent`); on any exception here, KeyboardInterrupt
+    included, they are killed before it propagates."""
     if workers == 1:
         _init_worker()
         queue = deque(initial)
         while queue:
             key, name, args = queue.popleft()
-            queue.extend(on_done(key, _call(name, *args)))
+            queue.extend(on_done(key, _result(_call(name, *args))))
         return
     import multiprocessing as mp
+    import signal
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                             initializer=_init_worker) as pool:
-        futs = {pool.submit(_call, name, *args): key for key, name, args in initial}
+    pool = ProcessPoolExecutor(max_workers=min(workers, max(1, len(initial))), mp_context=mp.get_context("spawn"),
+                               initializer=_init_worker, initargs=(os.getpid(),))
+
+    def submit(name: str, args: tuple):
+        # Workers are started by submit(), in this thread: SIGINT blocked meanwhile, so
+        # that a new worker starts with it blocked (the mask survives fork and exec) and
+        # ignores it (_init_worker); here it is delivered once unblocked.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return pool.submit(_call, name, *args)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    try:
+        futs = {submit(name, args): key for key, name, args in initial}
         while futs:
             done, _ = wait(futs, return_when=FIRST_COMPLETED)
             for f in done:
                 key = futs.pop(f)
-                for k2, n2, a2 in on_done(key, f.result()):
-                    futs[pool.submit(_call, n2, *a2)] = k2
+                for k2, n2, a2 in on_done(key, _result(f.result())):
+                    futs[submit(n2, a2)] = k2
+    except BaseException:
+        _kill_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _kill_pool(pool) -> None:
+    """Stop a ProcessPoolExecutor now: its workers killed (SIGKILL), not waited for."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython's pid -> Process
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.kill()
+        except (OSError, ValueError):
+            pass
+    for p in procs:
+        try:
+            p.join(timeout=5)
+        except (OSError, ValueError, AssertionError):
+            pass
 
 
 def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEFAULT_OUT,
@@ -520,20 +650,27 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
     for e in env_ids:
         if e not in registered_env_ids():
             raise ConfigError("--envs", e, ", ".join(registered_env_ids()))
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ConfigError("--seeds", seeds, "an integer >= 1")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError("--seeds", seeds, f"an integer in 1..{MAX_SEEDS}")
     if n_timesteps is not None and (isinstance(n_timesteps, bool) or not isinstance(n_timesteps, int)
-                                    or n_timesteps < 1):
-        raise ConfigError("--n-timesteps", n_timesteps, "an integer >= 1")
+                                    or not 1 <= n_timesteps <= MAX_TIMESTEPS):
+        raise ConfigError("--n-timesteps", n_timesteps, f"an integer in 1..{MAX_TIMESTEPS}")
     cfgs = {e: load_train_config(config, e, algo) for e in env_ids}  # every config error up front
     algo_name = next(iter(cfgs.values())).algo
     seed_list = list(range(seeds))
     if workers is None:
         workers = min(2, os.cpu_count() or 1)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError("--workers", workers, "an integer >= 1")
-    os.makedirs(out, exist_ok=True)
-    remove_stale_tmp(out)  # left by an interrupted run (one rediscover per --out at a time)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError("--workers", workers, f"an integer in 1..{MAX_WORKERS}")
+    make_out_dir(out, "--out")
+    with DirLock(out, "--out"):  # one rediscover per --out at a time
+        return _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, workers, plots,
+                                  n_timesteps, log, t0)
+
+
+def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, workers, plots, n_timesteps, log,
+                       t0) -> RediscoverResult:
+    remove_stale_tmp(out)  # left by an interrupted run
 
     results: dict[tuple, dict] = {}
     tables: dict[str, dict] = {}
@@ -636,5 +773,9 @@ def add_arguments(p) -> None:
 
 
 def run_from_args(args) -> RediscoverResult:
-    return rediscover(args.envs, args.seeds, args.out, args.config, args.algo, args.workers,
-                      plots=not args.no_plots, n_timesteps=args.n_timesteps)
+    try:
+        return rediscover(args.envs, args.seeds, args.out, args.config, args.algo, args.workers,
+                          plots=not args.no_plots, n_timesteps=args.n_timesteps)
+    except KeyboardInterrupt:
+        print(f"kenv rediscover: interrupted; the same command resumes it (--out {args.out})", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -173,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:   # the filesystem (an --out that cannot be written, a full disk, ...)
         name = str(getattr(e, "filename", None) or "")
         parser.exit(2, f"kenv: error: {_flag_of(args, name) if name else ''}{name}: {e.strerror or e}\n")
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (train and rediscover say more)
+        parser.exit(130, "kenv: interrupted\n")
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -70,6 +70,67 @@ def test_policy_kwargs_string_is_parsed_like_the_zoo():
     assert kw == {"net_arch": [32, 32], "activation_fn": nn.ReLU}
 
 
+def test_policy_kwargs_rl_zoo_spellings():
+    """The forms of RL Zoo's hyperparams/*.yml give the classes the Zoo's eval would."""
+    import torch as th
+    import torch.nn as nn
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+
+    assert tr.parse_policy_kwargs("x", "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, "
+                                       "net_arch=dict(pi=[256], vf=[256]))") == \
+        {"log_std_init": -2, "ortho_init": False, "activation_fn": nn.ReLU, "net_arch": {"pi": [256], "vf": [256]}}
+    assert tr.parse_policy_kwargs("x", "dict(optimizer_class=RMSpropTFLike, optimizer_kwargs=dict(alpha=0.99, "
+                                       "eps=1e-5, weight_decay=0))") == \
+        {"optimizer_class": RMSpropTFLike, "optimizer_kwargs": {"alpha": 0.99, "eps": 1e-5, "weight_decay": 0}}
+    assert tr.parse_policy_kwargs("x", "dict(activation_fn=th.nn.Tanh, optimizer_class=torch.optim.AdamW)") == \
+        {"activation_fn": nn.Tanh, "optimizer_class": th.optim.AdamW}
+    # a YAML mapping, classes named by strings
+    assert tr.parse_policy_kwargs("x", {"net_arch": [8], "activation_fn": "Tanh", "optimizer_class": "th.optim.SGD"}) \
+        == {"net_arch": [8], "activation_fn": nn.Tanh, "optimizer_class": th.optim.SGD}
+
+
+@pytest.mark.parametrize("text", [
+    'dict(net_arch=[8], ortho_init=nn.functional.torch.os.system("touch pwned"))',
+    "dict(a=nn.Module.__subclasses__())",
+    "dict(a=nn.ReLU.__init__.__globals__)",
+    "dict(a=(1).__class__)",
+    "dict(a=[c for c in ()])",
+    "dict(a=lambda: 0)",
+    "dict(a=open('pwned', 'w'))",
+    "dict(a=__import__('os'))",
+    "dict(a=th.optim.Adam.__module__)",
+    "dict(**{'a': 1})",
+    "dict(a=nn.ReLU())",
+    "dict(a=[1] * 3)",
+    "{1: 2}",
+    "[dict()]",
+    "dict(" * 500 + ")" * 500,
+])
+def test_policy_kwargs_are_parsed_never_evaluated(tmp_path, monkeypatch, text):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        tr.parse_policy_kwargs("ppo.yaml: kenv/Raid6Bench-v0.policy_kwargs", text)
+    assert "policy_kwargs" in e.value.field
+    assert not os.path.exists(tmp_path / "pwned")
+
+
+def test_allowed_env_wrapper_trains(tmp_path):
+    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 256, n_envs: 2, n_steps: 64, batch_size: 64, "
+                                        "env_wrapper: [{gymnasium.wrappers.TimeLimit: {max_episode_steps: 8}}, "
+                                        "gymnasium.wrappers.NormalizeObservation]}\n")
+    cfg = tr.load_train_config(path, "kenv/Raid6Bench-v0")
+    env = tr.make_env(cfg)
+    assert type(env).__name__ == "NormalizeObservation" and type(env.env).__name__ == "TimeLimit"
+    env.reset(seed=0)
+    steps = 1
+    while not any(env.step(0)[2:4]):
+        steps += 1
+    assert steps == 8
+    res = tr.train(tr.TrainArgs(config=path, env="kenv/Raid6Bench-v0", out=str(tmp_path / "run"), eval_episodes=2,
+                                summary_episodes=1), log=lambda s: None)
+    assert res.steps == 256
+
+
 # ------------------------------------------------------------------------ bad input
 def test_missing_config_file_names_the_path_and_the_packaged_configs():
     with pytest.raises(ConfigError) as e:
@@ -146,7 +207,17 @@ def test_malformed_yaml_names_the_file(tmp_path, text, where):
     ("{n_timesteps: 1000, normalize: true}", "normalize", "does not implement"),
     ("{n_timesteps: 1000, policy_kwargs: \"__import__('os').system('true')\"}", "policy_kwargs", "dict"),
     ("{n_timesteps: 1000, policy_kwargs: 'dict(net_arch=[32,'}", "policy_kwargs", "dict"),
-    ("{n_timesteps: 1000, env_wrapper: nonexistent_module.Wrapper}", "env_wrapper", "importable"),
+    ("{n_timesteps: 1000, env_wrapper: nonexistent_module.Wrapper}", "env_wrapper", "allowed wrappers"),
+    ("{n_timesteps: 1000, env_wrapper: os.system}", "env_wrapper", "gymnasium.wrappers.TimeLimit"),
+    ("{n_timesteps: 1000, env_wrapper: {gymnasium.wrappers.TimeLimit: {max_episode_stepz: 8}}}",
+     "max_episode_stepz", "max_episode_steps"),
+    ("{n_timesteps: 1000, env_wrapper: {gymnasium.wrappers.TimeLimit: {max_episode_steps: 0}}}",
+     "env_wrapper", "fit"),
+    ("{n_timesteps: 1000, policy_kwargs: 'dict(net_arch=[8], activation_fn=nn.Module)'}", "policy_kwargs",
+     "nn.<X>"),
+    ("{n_timesteps: 1000, policy_kwargs: {activation_fn: os.system}}", "policy_kwargs", "nn.<X>"),
+    ("{n_timesteps: 1e400}", "n_timesteps", "integer"),
+    ("{n_timesteps: 1000, n_envs: 100000000000}", "n_envs", "1024"),
     ("{n_timesteps: 1000, env_kwargs: [1, 2]}", "env_kwargs", "mapping"),
     ("[1, 2]", "kenv/Raid6Bench-v0", "mapping"),
 ])
@@ -392,7 +463,10 @@ def test_rediscover_quick_run_files_json_resume(tmp_path, capsys):
     resumed = json.loads(capsys.readouterr().out)
     assert json.load(open(os.path.join(run, "result.json")))["resumed_from"] == 1024
     assert resumed["rows"][0] == first["rows"][0]
+    # the resumed seed is the uninterrupted one (checkpoints hold the envs and generators)
     assert resumed["rows"][1]["steps"] == 2048
+    assert {k: v for k, v in resumed["rows"][1].items() if k != "wall_s"} == \
+        {k: v for k, v in first["rows"][1].items() if k != "wall_s"}
 
 
 def test_rediscover_same_table_inline_and_in_worker_processes(tmp_path):
