@@ -37,7 +37,6 @@ The run fails (exit status 1) if RLlib sampled no env step: RLlib itself carries
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import time
 
@@ -67,14 +66,15 @@ def register_kenv_env(env_id: str) -> str:
     env runner; the creator makes the env as ``gym.make("kenv:" + env_id, **env_config)``."""
     from ray.tune.registry import register_env
 
-    # functools.partial of gym.make (not a lambda of this module): the runners unpickle it
-    # without importing this file, and Gymnasium's "kenv:" prefix imports kenv there.
-    register_env(env_id, functools.partial(_make, "kenv:" + env_id))
+    module_env_id = "kenv:" + env_id
+
+    # A closure (not a function of this module): Ray pickles it by value, so the runners
+    # rebuild it without importing this file; Gymnasium's "kenv:" prefix imports kenv there.
+    def make_env(env_config) -> gym.Env:
+        return gym.make(module_env_id, **dict(env_config))
+
+    register_env(env_id, make_env)
     return env_id
-
-
-def _make(module_env_id: str, env_config) -> gym.Env:
-    return gym.make(module_env_id, **dict(env_config))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
