@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -39,6 +40,10 @@ import numpy as np
 import kenv  # noqa: F401  (registers the kenv/... ids)
 
 ENV_ID = "kenv/HwrngWait-v0"
+#: this module's import name: TorchRL makes the vector env's workers by *spawning* processes,
+#: which know the kenv-examples/... ids only if they import this module; Gymnasium's
+#: "module:id" form of the id makes them do so
+MODULE = __name__ if __name__ != "__main__" else Path(__file__).stem
 
 
 class TorchRLCompat(gym.Wrapper):
@@ -75,9 +80,8 @@ def _make_compat(kenv_id: str, **kwargs) -> gym.Env:
 
 
 def compat_id(kenv_id: str) -> str:
-    """Register (once) and return ``kenv-examples/<Name>-v0``: ``kenv_id`` in TorchRLCompat.
-    At module level too, so that the vector env's worker processes (spawned: they import
-    this module again) know the id."""
+    """Register (once) and return ``kenv-examples/<Name>-v0``: ``kenv_id`` in TorchRLCompat
+    (also at this module's import, for the vector env's worker processes)."""
     new_id = "kenv-examples/" + kenv_id.split("/", 1)[1]
     if new_id not in gym.registry:
         spec = gym.spec(kenv_id)
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)   # a small MLP: more threads only contend
-    env = GymEnv(compat_id(args.env_id), num_envs=args.num_envs, categorical_action_encoding=True)
+    env = GymEnv(f"{MODULE}:{compat_id(args.env_id)}", num_envs=args.num_envs, categorical_action_encoding=True)
     env.set_seed(args.seed)
     n_obs = env.observation_spec["observation"].shape[-1]
     n_actions = int(env.action_spec.space.n)
