@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     epochs = []
 
-    def test_fn(epoch: int, env_step: int | None) -> None:
+    def test_fn(epoch: int, env_step: int | None) -> None:   # called before each epoch's test
         epochs.append({"epoch": epoch, "env_step": env_step})
 
     start = time.time()
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_epochs=args.epochs, epoch_num_steps=args.epoch_steps,
         collection_step_num_env_steps=args.steps_per_collect, test_step_num_episodes=args.test_episodes,
         batch_size=args.batch_size, update_step_num_gradient_steps_per_sample=1 / args.steps_per_collect * 4,
-        test_in_training=False, show_progress=False, verbose=True))
+        test_fn=test_fn, test_in_training=False, show_progress=False, verbose=True))
     wall = time.time() - start
     train_envs.close()
     test_envs.close()
