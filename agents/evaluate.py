@@ -73,11 +73,13 @@ class EvalResult:
                 "policies": [p.to_dict() for p in self.policies], "skipped": self.skipped}
 
     def format_text(self) -> str:
-        head = f"{'policy':<10} {'return':>16}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
-        lines = [f"{self.env}  profile={self.profile}  episodes={self.episodes}", head, "-" * len(head)]
+        head = f"{'policy':<10} {'return (mean ± 95% CI)':>22}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
+        lines = [f"{self.env}  profile={self.profile}  episodes={self.episodes}  "
+                 f"(± : half-width of the 95% confidence interval of the mean, Student t; "
+                 f"components: mean per episode)", head, "-" * len(head)]
         for p in sorted(self.policies, key=lambda p: -p.return_mean):
             cm = p.component_means()
-            lines.append(f"{p.name:<10} {p.return_mean:>8.3f} ± {p.return_ci95:<6.3f}  "
+            lines.append(f"{p.name:<10} {p.return_mean:>13.3f} ± {p.return_ci95:<6.3f}  "
                          + " ".join(f"{cm.get(c, 0.0):>10.3f}" for c in COMPONENTS))
         for name, why in self.skipped.items():
             lines.append(f"{name:<10} skipped: {why}")
@@ -96,8 +98,9 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
 
 def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int = 20, seed: int = 0,
              profile: str = "balanced", env_kwargs: Mapping[str, Any] | None = None,
-             extra: Mapping[str, Policy] | None = None) -> EvalResult:
-    """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``."""
+             extra: Mapping[str, Policy] | None = None, model: str | None = None) -> EvalResult:
+    """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``;
+    ``model``: the path of an SB3 model for this env, scored as the row ``model``."""
     if episodes < 1:
         raise ConfigError("episodes", episodes, "an integer >= 1")
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
@@ -105,6 +108,8 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
         if n not in BASELINES:
             raise ConfigError("policy", n, ", ".join(BASELINES) + ", all")
     env = make_env(env_id, profile=profile, **dict(env_kwargs or {}))
+    if model is not None:   # checked before any episode runs
+        extra = {**dict(extra or {}), "model": model_policy(model, env)}
     out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
     for n in names:
         try:
@@ -127,3 +132,47 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
         ids = sorted(i for i in gym.registry if i.startswith("kenv/"))
         raise ConfigError("env", env_id, ", ".join(ids))
     return gym.make(env_id, **kwargs)
+
+
+def model_policy(path: str, env: gym.Env) -> Policy:
+    """The SB3 model at ``path`` (a ``.zip``, or a ``kenv train`` run directory) as a
+    deterministic policy for ``env``; a :class:`ConfigError` naming ``--model`` if the
+    file is missing, is not an SB3 model, or was trained on other spaces."""
+    import os
+    import zipfile
+
+    from .train import ALGO_NAMES, ModelPolicy, algorithms, read_run_yaml
+
+    label = "--model"
+    run_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    file = os.path.join(path, "model.zip") if os.path.isdir(path) else path
+    if not os.path.isfile(file):
+        raise ConfigError(label, path, "an existing SB3 model .zip (kenv train's model.zip, or model.save())")
+    if not zipfile.is_zipfile(file):
+        raise ConfigError(label, path, "an SB3 model .zip (this file is not a zip archive)")
+    # the algorithm: from the run's run.yaml (kenv train), else the first that loads
+    algo = (read_run_yaml(run_dir) or {}).get("algo")
+    tried = [algo] if algo in ALGO_NAMES else list(ALGO_NAMES)
+    model, why = None, ""
+    for name in tried:
+        try:
+            model = algorithms()[name].load(file, device="cpu")
+            break
+        except Exception as e:  # noqa: BLE001 - any failure to load is a bad --model
+            why = f"{type(e).__name__}: {e}".splitlines()[0][:120]
+    if model is None:
+        raise ConfigError(label, path, f"an SB3 model .zip of {', '.join(tried)} (loading failed: {why})")
+    if model.observation_space != env.observation_space or model.action_space != env.action_space:
+        env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+        raise ConfigError(label, path, f"a model trained on {env_id} with these arguments: observation "
+                                       f"{_space(env.observation_space)}, action {_space(env.action_space)} "
+                                       f"(this model: observation {_space(model.observation_space)}, "
+                                       f"action {_space(model.action_space)})")
+    return ModelPolicy(model, name="model")
+
+
+def _space(space: gym.Space) -> str:
+    """A one-line description of a space (Box: its shape only)."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{space.shape}"
+    return str(space).replace("\n", " ")

@@ -2,11 +2,12 @@
 
     kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
     kenv reproduce [--json]        every seed figure: simulated vs published
-    kenv evaluate --env ID ...     baselines side by side, with 95% confidence intervals
+    kenv evaluate --env ID ...     baselines (and --model PATH.zip) side by side, with 95% confidence intervals
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
     kenv trace experiment|env ...  record a run as Perfetto JSON or ftrace text (``kenv trace -h``)
+    kenv --version                 the installed kenv-gym's version
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ from typing import Sequence
 from .errors import ConfigError
 
 
+def version() -> str:
+    """The installed kenv-gym's version (kenv.__version__ when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("kenv-gym")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -28,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .experiments import add_experiment_parsers
 
     parser = argparse.ArgumentParser(prog="kenv", description="kenv: a simulated Linux kernel as a Gymnasium environment")
+    parser.add_argument("--version", action="version", version=f"kenv {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     exp = sub.add_parser("experiment", help="run one seed experiment")
@@ -49,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="original, pre_patch, patched, random, oracle, or all (default)")
     ev.add_argument("--episodes", type=int, default=20, help="episodes per policy (default 20)")
     ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
+    ev.add_argument("--model", default=None, metavar="PATH.zip",
+                    help="also score this SB3 model (kenv train's model.zip or run directory) as the row 'model'")
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
 
@@ -84,7 +101,8 @@ def _reproduce(args: argparse.Namespace):
 def _evaluate(args: argparse.Namespace):
     from agents.evaluate import evaluate
 
-    return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile)
+    return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
+                    model=args.model)
 
 
 def _bench(args: argparse.Namespace):

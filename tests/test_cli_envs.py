@@ -45,7 +45,7 @@ def test_bench_json_keys(capsys):
     assert out["cartpole_steps_per_s"] > 0
     assert out["warmup_steps"] == 1000               # the default
     (e,) = out["envs"]
-    assert set(e) == {"id", "steps_per_s", "ratio_to_cartpole", "sim_s_per_step"}
+    assert set(e) == {"id", "steps_per_s", "ratio_to_cartpole", "rate_ratio_to_cartpole", "sim_s_per_step"}
     assert e["id"] == "kenv/Raid6Bench-v0" and e["sim_s_per_step"] > 0
 
 

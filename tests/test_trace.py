@@ -446,3 +446,31 @@ def test_record_video_writes_a_video(tmp_path):
     env.close()
     videos = [f for f in os.listdir(folder) if f.endswith(".mp4")]
     assert videos and os.path.getsize(folder / videos[0]) > 0
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_rgb_array_records_nothing_until_drawn_and_a_late_frame_shows_the_last_step(env_id):
+    """render_mode="rgb_array" attaches no recorder until the episode's first
+    render() (SB3's make_vec_env(id) passes that mode and never draws); a first
+    render() in the middle of an episode still shows the last step: the same
+    frame as an env drawn from the reset on, and the same trajectory after it."""
+    from kenv.trace import episode_kernels
+
+    late = gym.make(env_id, render_mode="rgb_array")
+    every = gym.make(env_id, render_mode="rgb_array")
+    late.reset(seed=2)
+    every.reset(seed=2)
+    every.render()
+    space = late.action_space
+    space.seed(3)
+    for i in range(6):
+        a = space.sample()
+        r1, r2 = late.step(a), every.step(a)
+        assert np.array_equal(r1[0], r2[0]) and r1[1:4] == r2[1:4]
+        frame = every.render()
+        if i < 3:
+            assert all(k.engine.recorder is None for k in episode_kernels(late.unwrapped._episode))
+        else:
+            assert np.array_equal(late.render(), frame)
+    late.reset(seed=4)   # a new episode records nothing until drawn again
+    assert all(k.engine.recorder is None for k in episode_kernels(late.unwrapped._episode))

@@ -140,7 +140,9 @@ class KenvEnv(gym.Env):
         # options, and the actions taken since (the simulation is a function of them).
         self._replay: tuple[dict, dict | None] | None = None
         self._taken: list[int] = []
-        self._timeline = None   # render_mode "rgb_array": records the episode's last step
+        # render_mode "rgb_array": records the episode's last step, from the first
+        # render() of the episode on (_arm_timeline); None until then
+        self._timeline = None
 
     @classmethod
     def observation_rows(cls, actions: Sequence[str]) -> list[tuple[str, float, float]]:
@@ -225,7 +227,7 @@ class KenvEnv(gym.Env):
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
         self._last = None
         self._last_action = None
-        self._timeline = self._make_timeline() if self.render_mode == "rgb_array" else None
+        self._timeline = None    # (rgb_array: recording starts with the episode's first render())
         return self._obs(), self._info({}, None)
 
     def step(self, action):
@@ -277,8 +279,35 @@ class KenvEnv(gym.Env):
         if self.render_mode == "ansi":
             return self._render_ansi()
         if self.render_mode == "rgb_array":
+            if self._timeline is None and self._episode is not None:
+                self._arm_timeline()
             return self._render_rgb()
         return None
+
+    def _arm_timeline(self) -> None:
+        """Record the episode's steps from now on (render_mode "rgb_array").
+
+        Recording costs a step several times its time, so an episode records
+        nothing until its first render(): an env nobody draws runs at full speed.
+        Called right after reset() (RecordVideo, SB3's VecVideoRecorder) it costs
+        nothing more.  Called later in the episode, the frame must still show the
+        last step: the episode is rebuilt by replaying its seed and actions (the
+        simulation is a function of them, as for pickling) with the recorder
+        attached, once; every later step is recorded as it runs."""
+        if not self._taken:
+            self._timeline = self._make_timeline()
+            return
+        rng_state, options = self._replay
+        taken = self._taken
+        live_rng = self.np_random.bit_generator.state
+        self.np_random.bit_generator.state = rng_state
+        self._taken = []
+        self._start(options)
+        self._timeline = self._make_timeline()
+        for a in taken:
+            self.step(a)
+        # (a step draws nothing from np_random: the replayed reset left it where it was)
+        self.np_random.bit_generator.state = live_rng
 
     def _make_timeline(self):
         from ..trace import episode_kernels

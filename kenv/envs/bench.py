@@ -10,10 +10,13 @@ resets count in the time.  That is the loop of Gymnasium's own
 
 The two are measured in ``rounds`` alternating chunks (CartPole, the env,
 CartPole, the env, ...; each env goes on where its last chunk stopped), and
-the ratio reported is the median of the chunks' ratios: a burst of load from
-elsewhere on the machine then spoils one chunk's ratio instead of the figure.
-``steps_per_s`` is the median of the env's chunks, ``cartpole_steps_per_s``
-the median of all CartPole chunks.
+the ratio reported (``ratio_to_cartpole``, the text's ``x CartPole``) is the
+median of the chunks' ratios: a burst of load from elsewhere on the machine then
+spoils one chunk's ratio instead of the figure.  ``steps_per_s`` is the median of
+the env's chunks, ``cartpole_steps_per_s`` the median of all CartPole chunks, and
+``rate_ratio_to_cartpole`` is the plain ratio of those two
+(``steps_per_s / cartpole_steps_per_s``), which can differ from the median of
+the ratios.
 
 Before its timed chunks each env takes ``warmup`` untimed steps (CartPole is
 warmed up too).  The figure is then the rate a training run sees: qperf's
@@ -102,6 +105,9 @@ class BenchResult:
         for e in self.envs:
             lines.append(f"{e['id']:<22} {e['steps_per_s']:>10,.0f} {e['ratio_to_cartpole']:>11.3f} "
                          f"{e['sim_s_per_step']:>11.4f}")
+        lines += ["x CartPole: the median over the alternating chunks of env steps/s / CartPole-v1 steps/s",
+                  "in the chunk beside it (--json: ratio_to_cartpole; rate_ratio_to_cartpole is the plain",
+                  "steps_per_s / cartpole_steps_per_s)"]
         return "\n".join(lines)
 
 
@@ -143,4 +149,6 @@ def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0
         out.envs.append({"id": env_id, "steps_per_s": statistics.median(rates),
                          "ratio_to_cartpole": statistics.median(ratios), "sim_s_per_step": sim_total / steps})
     out.cartpole_steps_per_s = statistics.median(all_ref)
+    for e in out.envs:
+        e["rate_ratio_to_cartpole"] = e["steps_per_s"] / out.cartpole_steps_per_s
     return out

@@ -94,7 +94,8 @@ class StepTimeline:
         self.machine_index = {k.name: i for i, k in enumerate(self.kernels)}
         # rows: every CPU on small machines; on big ones, the CPUs that have run something
         self.rows: set[tuple[int, int]] = set()
-        if sum(k.nr_cpus for k in self.kernels) <= 16:
+        self.all_rows = sum(k.nr_cpus for k in self.kernels) <= 16
+        if self.all_rows:
             self.rows = {(i, c) for i, k in enumerate(self.kernels) for c in range(k.nr_cpus)}
         self.t0 = self.t1 = self.now()
         self.action: Any = None
@@ -113,6 +114,16 @@ class StepTimeline:
     def end_step(self, action: Any = None) -> None:
         self.t1 = self.now()
         self.action = action
+        if not self.all_rows:
+            # every step's CPUs, drawn or not: a frame's rows do not depend on
+            # which earlier steps were drawn
+            self._note_rows(self._spans())
+
+    def _note_rows(self, spans) -> None:
+        for _, tr, _, _, _ in spans:
+            mi = self.machine_index.get(tr[0])
+            if mi is not None:
+                self.rows.add((mi, tr[1]))
 
     def _spans(self) -> list[tuple[str, tuple, str, int, int]]:
         t0, t1 = self.t0, self.t1
@@ -142,10 +153,7 @@ class StepTimeline:
             for i, a in enumerate(acts):
                 img[1:TOP - 2, LEFT + i * seg:LEFT + (i + 1) * seg - 2] = ACTION_PALETTE[a % len(ACTION_PALETTE)]
         spans = self._spans()
-        for _, tr, _, _, _ in spans:
-            mi = self.machine_index.get(tr[0])
-            if mi is not None:
-                self.rows.add((mi, tr[1]))
+        self._note_rows(spans)
         rows = sorted(self.rows)[:MAX_ROWS]
         if not rows:
             return img

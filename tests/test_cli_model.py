@@ -1,0 +1,127 @@
+"""kenv evaluate --model, kenv --version, and what kenv evaluate's and kenv bench's
+text output says about its figures (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import gymnasium as gym
+import pytest
+
+import kenv
+from kenv.cli import main
+
+
+def _save_model(path, env_id: str, **env_kwargs) -> str:
+    """An (untrained) SB3 PPO model for ``env_id`` saved at ``path``: what kenv
+    evaluate checks does not depend on training."""
+    from stable_baselines3 import PPO
+
+    env = gym.make(env_id, **env_kwargs)
+    PPO("MlpPolicy", env, n_steps=16, batch_size=16, seed=0, device="cpu").save(str(path))
+    env.close()
+    return str(path)
+
+
+def test_evaluate_scores_a_model_beside_the_baselines(tmp_path, capsys):
+    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v0")
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "patched", "--episodes", "3",
+                 "--model", model, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {p["name"]: p for p in out["policies"]}
+    assert set(rows) == {"patched", "model"}
+    assert len(rows["model"]["components"]) == 6 and rows["model"]["return_mean"] > 0
+    # the text says what the ± is and has the model's row
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "patched", "--episodes", "3",
+                 "--model", model]) == 0
+    text = capsys.readouterr().out
+    assert "return (mean ± 95% CI)" in text and "95% confidence interval" in text
+    assert any(line.startswith("model ") for line in text.splitlines())
+
+
+def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path, monkeypatch):
+    """The model row of a model that always plays the patched action equals the
+    patched baseline's row: the same seeded episodes."""
+    from agents import evaluate as ev
+
+    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v0")
+
+    class Always:
+        def __init__(self, action):
+            self.action = action
+
+        def predict(self, obs, deterministic=True):
+            return self.action, None
+
+    real = ev.model_policy
+
+    def patched_model(path, env):
+        pol = real(path, env)
+        pol.model = Always(env.unwrapped.action_for(env.unwrapped.PATCHED))
+        return pol
+
+    monkeypatch.setattr(ev, "model_policy", patched_model)
+    res = ev.evaluate("kenv/Raid6Bench-v0", "patched", episodes=3, model=model)
+    rows = {p.name: p for p in res.policies}
+    assert rows["model"].returns == rows["patched"].returns
+
+
+@pytest.mark.parametrize("case", ["missing", "not a zip", "zip not SB3", "other env", "other action set"])
+def test_a_bad_model_is_a_one_line_error_naming_the_flag(tmp_path, capsys, case):
+    if case == "missing":
+        path = str(tmp_path / "nope.zip")
+    elif case == "not a zip":
+        path = str(tmp_path / "model.zip")
+        (tmp_path / "model.zip").write_text("not a model")
+    elif case == "zip not SB3":
+        path = str(tmp_path / "other.zip")
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("readme.txt", "hello")
+    elif case == "other env":
+        path = _save_model(tmp_path / "hwrng.zip", "kenv/HwrngWait-v0")
+    else:
+        path = _save_model(tmp_path / "wide.zip", "kenv/Raid6Bench-v0",
+                           actions=["preempt_disable", "migrate_disable", "cond_resched"])
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--episodes", "2", "--model", path])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kenv: error: --model: got ") and "allowed" in err
+    if case in ("other env", "other action set"):
+        assert "Raid6Bench-v0" in err and "Box(15,)" in err
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == f"kenv {version('kenv-gym')}" and version("kenv-gym") == kenv.__version__
+
+
+def test_bench_says_what_its_ratio_is_and_json_has_the_plain_ratio(capsys, monkeypatch):
+    """The text names the ratio (a median of per-chunk ratios); --json keeps
+    ratio_to_cartpole and adds rate_ratio_to_cartpole = steps_per_s / cartpole_steps_per_s."""
+    from kenv.envs import bench
+
+    rates = iter([100.0, 10.0, 100.0, 30.0, 400.0, 10.0])     # CartPole, env, ...
+
+    def chunk(self, steps):
+        return next(rates), 0.001 if self.env.spec.id != "CartPole-v1" else 0.0
+
+    monkeypatch.setattr(bench._Stepper, "chunk", chunk)
+    monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
+    res = bench.run_bench(steps=6, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
+    (e,) = res.to_dict()["envs"]
+    assert e["ratio_to_cartpole"] == 0.1                  # median of 0.1, 0.3, 0.025
+    assert e["rate_ratio_to_cartpole"] == 0.1             # 10 / 100: here the two agree ...
+    rates = iter([100.0, 10.0, 100.0, 30.0, 400.0, 30.0])
+    res = bench.run_bench(steps=6, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
+    (e,) = res.to_dict()["envs"]
+    assert e["ratio_to_cartpole"] == 0.1                  # median of 0.1, 0.3, 0.075
+    assert e["rate_ratio_to_cartpole"] == 0.3             # ... here not: median 30 / median 100
+    text = res.format_text()
+    assert "median" in text and "rate_ratio_to_cartpole" in text
