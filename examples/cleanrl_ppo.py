@@ -3,7 +3,7 @@
 Read top to bottom as CleanRL's ``ppo.py``: the arguments, ``make_env``, the agent, the loop.
 It needs only what kenv already installs (torch, gymnasium), so no extra::
 
-    python examples/cleanrl_ppo.py                      # kenv/HwrngWait-v0, 8,192 steps, ~10 s
+    python examples/cleanrl_ppo.py                      # kenv/HwrngWait-v0, 8,192 steps
     python examples/cleanrl_ppo.py --env-id kenv/Raid6Bench-v0 --total-timesteps 16384
 
 It ends by playing the learned policy greedily on 32 seeded evaluation episodes, beside the
