@@ -25,7 +25,9 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   granularity).  A cycle is learned only if it was one sleep with nothing
   else on the CPU (the CPU's busy time grew exactly by the poller's CPU time).
   What is learned serves the later episodes of the same machine, poller and
-  wait in the process (:data:`_LEARNED`).
+  wait that share the :class:`HwrngLearned` it went into: the simulation that
+  owns it (an environment instance across its episodes, an experiment run)
+  passes it down explicitly; nothing is kept in the module.
 * **Predict.**  From a boundary, the next cycle is the one learned from the
   same start key whose status reads see, against the generator's landings
   (:meth:`Bcm2835Rng.produced`), exactly what they saw when it was learned;
@@ -90,13 +92,15 @@ word at the step's end, and the rest of it at once in the next step, instead
 of word by word.
 
 The equivalence with the detailed simulation is a test (same trajectories
-with :data:`kenv.drivers.hwrng.FAST_FORWARD` on and off).
+with the fast-forward on and off: an rng made with ``learned=None`` simulates
+every cycle).
 """
 
 from __future__ import annotations
 
 import math
 import operator
+from collections import OrderedDict
 from itertools import repeat
 from typing import TYPE_CHECKING
 
@@ -123,26 +127,69 @@ assert _ADDED == tuple(range(EXEC, READ_BYTES + 1))   # _Skip._apply adds them a
 MAX_RECORDS = 8
 #: status reads recorded per cycle; a longer one is not learned
 MAX_EVENTS = 32
-#: start keys kept per table of _LEARNED: what a long run's tables take stays
+#: start keys kept per table of a HwrngLearned: what a long run's tables take stays
 #: bounded (a table that is full learns no new start key; a cycle not learned
 #: is simulated in detail).  Kernel-v0's default mix needs 78 in all tables
 #: together; HwrngWait-v0 with seven waits ~930 over its 60 tables in 20K steps.
 MAX_KEYS = 2048
 
 
-#: The wait cycles learned so far in this process, per machine, poller and
-#: wait (:func:`_cycle_table_key`), by start key: a cycle is a function of
-#: those, of its start key and of what the FIFO holds (checked when it is
-#: replayed), so a new episode of the same machine starts with them instead of
-#: measuring them again -- as kenv.workloads.qperf keeps its round trips.
-_LEARNED: dict[tuple, "_Table"] = {}
 #: plans kept per table (see _Table): past this many the table forgets them all
 MAX_PLANS = 4096
+#: tables kept per HwrngLearned (one per machine, poller and wait): past this
+#: many the least recently used one is forgotten (its cycles are simulated in
+#: detail again when they come back).  With MAX_KEYS and MAX_PLANS it bounds
+#: what a long-lived environment keeps: an environment whose agent tries many
+#: waits (``hwrng_msleep(MS)``, ``usleep_range(MIN,MAX)``) used to add a table
+#: per wait for ever (13 MB over 400k HwrngWait-v0 steps with varied waits;
+#: benchmarks/ff_memory.py).
+MAX_TABLES = 16
 _UNPLANNED = object()    # (a plan not made yet; None is "no plan")
 
 
+class HwrngLearned:
+    """The wait cycles one simulation has learned, per machine, poller and
+    wait (:func:`_cycle_table_key`), by start key: a cycle is a function of
+    those, of its start key and of what the FIFO holds (checked when it is
+    replayed), so a later episode of the same machine starts with them
+    instead of measuring them again -- as kenv.workloads.qperf keeps its
+    round trips.  Owned by whoever runs the simulation (an environment keeps
+    one across its episodes, an experiment run makes its own) and passed down
+    to each rng (:class:`~kenv.drivers.hwrng.Bcm2835Rng`); at most
+    ``max_tables`` tables, the least recently used forgotten first."""
+
+    __slots__ = ("_tables", "max_tables")
+
+    def __init__(self, max_tables: int = MAX_TABLES):
+        self._tables: OrderedDict[tuple, _Table] = OrderedDict()
+        self.max_tables = max_tables
+
+    def table(self, key: tuple) -> "_Table":
+        """The table of ``key`` (a new, empty one if there is none)."""
+        tables = self._tables
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = _Table()
+            if len(tables) > self.max_tables:
+                tables.popitem(last=False)
+        else:
+            tables.move_to_end(key)
+        return table
+
+    def tables(self) -> list["_Table"]:
+        """The tables kept, least recently used first."""
+        return list(self._tables.values())
+
+    def clear(self) -> None:
+        """Forget everything learned."""
+        self._tables.clear()
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+
 class _Table(dict):
-    """One table of _LEARNED: start key -> the cycles seen to follow it.
+    """One table of a :class:`HwrngLearned`: start key -> the cycles seen to follow it.
 
     ``plans`` keeps the plans made from it (:meth:`HwrngFastForward._plan`),
     by what a plan depends on besides the table: the start key, the FIFO's
@@ -193,14 +240,16 @@ class HwrngFastForward:
     """The fast-forwards of one rng: wait cycles (:meth:`skip_polls`) and
     back-to-back ``cpu_relax()`` reads (:meth:`skip_reads`); see the module doc."""
 
-    def __init__(self, rng: "Bcm2835Rng"):
+    def __init__(self, rng: "Bcm2835Rng", learned: HwrngLearned):
         self.rng = rng
+        #: what this and other rngs of the same simulation have learned
+        self.learned = learned
         #: the landing times repeat, shifted, every _period ns: the shortest time
         #: in which the generator produces a whole number of words
         self._period = NSEC_PER_SEC // math.gcd(NSEC_PER_SEC, rng.params.word_rate_hz)
         #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
         self._last: dict[Task, tuple] = {}
-        #: per (poller, wait): its table in _LEARNED (start key -> the cycles seen to follow it)
+        #: per (poller, wait): its table in self.learned (start key -> the cycles seen to follow it)
         self._tables: dict[tuple, _Table] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (time, seen, taken)
         self._events: dict[Task, list] = {}
@@ -234,11 +283,11 @@ class HwrngFastForward:
 
     def _table(self, task: Task) -> "_Table":
         """The cycles learned for ``task`` with the current wait, in this
-        process (:data:`_LEARNED`), by start key."""
+        simulation (:attr:`learned`), by start key."""
         wait = self.rng.wait
         table = self._tables.get((task, wait))
         if table is None:
-            table = self._tables[(task, wait)] = _LEARNED.setdefault(_cycle_table_key(task, self.rng), _Table())
+            table = self._tables[(task, wait)] = self.learned.table(_cycle_table_key(task, self.rng))
         return table
 
     def _phase(self, k, t: int) -> tuple:
@@ -983,4 +1032,4 @@ class _Skip:
         self._arm(plan.W(n))      # wake now
 
 
-__all__ = ["HwrngFastForward"]
+__all__ = ["HwrngFastForward", "HwrngLearned"]

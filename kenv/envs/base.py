@@ -18,8 +18,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from ..drivers.hwrng_ff import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
+from ..workloads.qperf import QperfLearned
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix
 
@@ -60,6 +62,18 @@ def log_latency(us: float) -> float:
     return math.log10(1.0 + max(0.0, us)) / 6.0
 
 
+class FastForwardMemory:
+    """What an env's fast-forwards have learned (kenv.drivers.hwrng_ff,
+    kenv.workloads.qperf): the env's own, carried across its episodes and
+    bounded (each part keeps a fixed number of tables)."""
+
+    __slots__ = ("hwrng", "qperf")
+
+    def __init__(self) -> None:
+        self.hwrng = HwrngLearned()
+        self.qperf = QperfLearned()
+
+
 class KenvEnv(gym.Env):
     """Base class; see the subclasses' docstrings for the documentation pages."""
 
@@ -81,9 +95,15 @@ class KenvEnv(gym.Env):
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, fast_forward: bool = True):
         self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
-                                 reward_weights=reward_weights, render_mode=render_mode)
+                                 reward_weights=reward_weights, render_mode=render_mode,
+                                 fast_forward=fast_forward)
+        #: skip what the fast-forwards can compute exactly (False: simulate
+        #: everything in detail; the same trajectories, slower), with this
+        #: env's own memory of what they learned (None when off)
+        self.fast_forward = fast_forward
+        self.ff_memory: FastForwardMemory | None = FastForwardMemory() if fast_forward else None
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, ", ".join(self.metadata["render_modes"]))
         self.render_mode = render_mode

@@ -240,10 +240,12 @@ class Raid6BenchEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Raid6Bench-v0", actions=None, scenario=None,
-    profile="balanced", reward_weights=None, render_mode=None)``; ``scenario``
+    profile="balanced", reward_weights=None, render_mode=None,
+    fast_forward=True)``; ``scenario``
     is a packaged mix name, a YAML path or a dict of field overrides
     (``platform``, ``preempt``, ``hz``, ``kernel``, ``load``,
-    ``cyclictest_interval_us``).
+    ``cyclictest_interval_us``).  ``fast_forward`` is accepted like the
+    other envs' and changes nothing (this env has no fast-forward).
 
     ## Version History
 
