@@ -42,10 +42,10 @@ def kernel_config_features(preempt: str, hz: int) -> list[float]:
     return one_hot(PREEMPT_MODELS.index(preempt), len(PREEMPT_MODELS)) + [hz / 1000.0]
 
 
-KERNEL_CONFIG_ROWS = [
+KERNEL_CONFIG_ROWS = (
     ("preempt == none", 0, 1), ("preempt == voluntary", 0, 1), ("preempt == full", 0, 1),
     ("preempt == rt", 0, 1), ("HZ / 1000", 0.1, 1),
-]
+)
 
 
 def rcu_stall_info(*kernels) -> list[dict]:

@@ -295,7 +295,7 @@ class HwrngWaitEnv(KenvEnv):
         "silent_s": ("platform", 0, 5, 10, 25, 30, 60),
         "reader_bs": (4, 16, 32, 64, 128, 256, 512, 1024, 4096),
     }
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("platform == rpi3bplus", 0, 1), ("platform == bcm2835-kernelci", 0, 1),
         ("1 / nr_cpus", 0, 1), ("reader has had no byte yet", 0, 1), ("time since boot / 60 s", 0, 1),
         ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, res
 
 #: the decisions, in the order of the MultiDiscrete action
 DIMENSIONS = ("deferral", "wait", "raid6")
-_SINGLE = {"deferral": RandomMixEnv, "wait": HwrngWaitEnv, "raid6": Raid6BenchEnv}
+_SINGLE = MappingProxyType({"deferral": RandomMixEnv, "wait": HwrngWaitEnv, "raid6": Raid6BenchEnv})
 
 #: The hwrng is a bcm2835-compatible block with rpi3bplus's parameters,
 #: transplanted onto the x86 host (no x86 server has one); it probes 5 ms into
@@ -220,7 +221,7 @@ class KernelEnv(KenvEnv):
         "load": LOADS,
         "cyclictest_interval_us": (1000, 5000, 10000),
     }
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
         ("previous tcp_lat regression x 5", 0, 1), ("hwrng reader has had no byte yet", 0, 1),
         ("previous hwrng throughput", 0, 1), ("previous hwrng spin", 0, 1),

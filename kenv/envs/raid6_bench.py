@@ -277,7 +277,7 @@ class Raid6BenchEnv(KenvEnv):
         "load": LOADS,
         "cyclictest_interval_us": (100, 250, 500, 1000, 2000, 5000, 10000),
     }
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("platform == x86-avx512-32", 0, 1), ("platform == x86-avx2", 0, 1),
         ("continuous hog on the benchmark CPU", 0, 1), ("periodic job on the benchmark CPU", 0, 1),
         ("kernel v5.17 behaviour", 0, 1), ("benchmark progress", 0, 1),

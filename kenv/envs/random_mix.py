@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -21,14 +22,14 @@ from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
 #: the scenario fields of a qperf machine (RandomMix-v0, and Kernel-v0 extends them)
-QPERF_SCENARIO_FIELDS = {
+QPERF_SCENARIO_FIELDS = MappingProxyType({
     "platform": ("x86-ib40g",),
     "preempt": ("platform",) + PREEMPT_MODELS,
     "hz": ("platform",) + ALLOWED_HZ,
     "msg_size": SIZES,
     "threshold": (1024, 64),
     "step_ms": (5, 10, 20, 50, 100),
-}
+})
 
 
 class QperfSubsystem:
@@ -239,7 +240,7 @@ class RandomMixEnv(KenvEnv):
     PATCHED = "timer"
     DEFAULT_SCENARIO = "randommix"
     SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
         ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
     ]

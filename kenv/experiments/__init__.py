@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 import importlib
 from dataclasses import asdict, dataclass
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any, Callable
 
 #: experiment name -> module, in the order ``kenv reproduce`` runs them
-_MODULES = {
+_MODULES = MappingProxyType({
     "qperf-tcp-lat": "qperf_tcp_lat",
     "hwrng-dd": "hwrng_dd",
     "raid6-cyclictest": "raid6_cyclictest",
-}
+})
 
 
 @dataclass
