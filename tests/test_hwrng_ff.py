@@ -448,3 +448,28 @@ def test_spin_total_counts_the_spin_in_progress():
             mid_spin += 1
             assert rng.spin_ns_total() > sum(rng.spin_ns.values())
     assert mid_spin >= 80, mid_spin
+
+
+def test_learned_memory_stays_within_its_caps():
+    """A HwrngLearned keeps at most max_tables tables and max_keys start keys in
+    all, forgetting the least recently used tables; an episode whose table was
+    forgotten learns nothing more into it; the runs are still the detailed ones."""
+    kwargs = {"actions": ["hwrng_yield", "hwrng_msleep(3)", "usleep_range(100,200)", "hwrng_msleep(20)"]}
+    memory = FastForwardMemory()
+    memory.hwrng.max_tables, memory.hwrng.max_keys = 3, 6
+    fast, jumps, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, True, memory=memory)
+    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, False)
+    tables = memory.hwrng.tables()
+    assert jumps > 0 and fast == exact
+    assert len(tables) <= 3 and sum(len(t) for t in tables) == memory.hwrng.keys <= 6
+    assert all(t.kept for t in tables)
+
+
+def test_learned_tables_forgotten_least_recently_used_first():
+    learned = HwrngLearned(max_tables=2)
+    a, b = learned.table("a"), learned.table("b")
+    assert learned.table("a") is a          # "a" used last: "b" goes first
+    c = learned.table("c")
+    assert learned.tables() == [a, c] and not b.kept and a.kept
+    assert not learned.room_for_key(b)      # forgotten: learns nothing more
+    assert learned.room_for_key(a) and learned.keys == 1

@@ -537,3 +537,19 @@ def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario
     assert detailed_warm <= detailed_cold
     if scenario.get("threshold") != 64:
         assert detailed_warm < detailed_cold
+
+
+def test_qperf_learned_keeps_the_most_recently_used_tables():
+    """QperfLearned keeps at most max_tables tables and steady round trips,
+    forgetting the least recently used first; a kept one is not measured again."""
+    from kenv.workloads.qperf import QperfLearned
+
+    learned = QperfLearned(max_tables=2)
+    a, b = learned.table(("a",)), learned.table(("b",))
+    assert learned.table(("a",)) is a and set(a) == {"refill", "trigger", "tick", "tick_inside"}
+    learned.table(("c",))
+    assert [t is a for t in learned.tables()] == [True, False] and all(t is not b for t in learned.tables())
+    measured = []
+    for key in ("x", "y", "x", "z", "y"):
+        learned.steady_rtt((key,), lambda key=key: measured.append(key) or len(key))
+    assert measured == ["x", "y", "z", "y"]   # "x" kept once, "y" forgotten when "z" came

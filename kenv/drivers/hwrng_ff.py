@@ -136,14 +136,18 @@ MAX_KEYS = 2048
 
 #: plans kept per table (see _Table): past this many the table forgets them all
 MAX_PLANS = 4096
-#: tables kept per HwrngLearned (one per machine, poller and wait): past this
-#: many the least recently used one is forgotten (its cycles are simulated in
-#: detail again when they come back).  With MAX_KEYS and MAX_PLANS it bounds
-#: what a long-lived environment keeps: an environment whose agent tries many
-#: waits (``hwrng_msleep(MS)``, ``usleep_range(MIN,MAX)``) used to add a table
-#: per wait for ever (13 MB over 400k HwrngWait-v0 steps with varied waits;
-#: benchmarks/ff_memory.py).
-MAX_TABLES = 16
+#: What a HwrngLearned keeps: at most MAX_TABLES tables (one per machine,
+#: poller and wait) holding MAX_LEARNED_KEYS start keys in all, the least
+#: recently used table forgotten first to make room (its cycles are simulated
+#: in detail again when they come back); with MAX_RECORDS cycles per key,
+#: MAX_EVENTS status reads per cycle and MAX_PLANS plans per table this bounds
+#: what a long-lived environment keeps.  An agent that tries many waits
+#: (``hwrng_msleep(MS)``, ``usleep_range(MIN,MAX)``) used to add tables for
+#: ever (7 MB over 400k HwrngWait-v0 steps with 40 waits; benchmarks/ff_memory.py).
+#: HwrngWait-v0's default waits and scenario mix use ~20 tables and ~1600
+#: keys in 20k steps; Kernel-v0's ~78 keys.
+MAX_TABLES = 64
+MAX_LEARNED_KEYS = 4096
 _UNPLANNED = object()    # (a plan not made yet; None is "no plan")
 
 
@@ -158,11 +162,14 @@ class HwrngLearned:
     to each rng (:class:`~kenv.drivers.hwrng.Bcm2835Rng`); at most
     ``max_tables`` tables, the least recently used forgotten first."""
 
-    __slots__ = ("_tables", "max_tables")
+    __slots__ = ("_tables", "max_tables", "max_keys", "keys")
 
-    def __init__(self, max_tables: int = MAX_TABLES):
+    def __init__(self, max_tables: int = MAX_TABLES, max_keys: int = MAX_LEARNED_KEYS):
         self._tables: OrderedDict[tuple, _Table] = OrderedDict()
         self.max_tables = max_tables
+        self.max_keys = max_keys
+        #: start keys in the tables kept
+        self.keys = 0
 
     def table(self, key: tuple) -> "_Table":
         """The table of ``key`` (a new, empty one if there is none)."""
@@ -171,10 +178,28 @@ class HwrngLearned:
         if table is None:
             table = tables[key] = _Table()
             if len(tables) > self.max_tables:
-                tables.popitem(last=False)
+                self._forget_oldest()
         else:
             tables.move_to_end(key)
         return table
+
+    def room_for_key(self, table: "_Table") -> bool:
+        """Whether ``table`` may learn one more start key (counted if so):
+        the least recently used other tables are forgotten to make room.  A
+        table forgotten meanwhile (an episode still holds it) learns nothing."""
+        if not table.kept or len(table) >= MAX_KEYS:
+            return False
+        while self.keys >= self.max_keys:
+            if next(iter(self._tables.values())) is table:
+                return False
+            self._forget_oldest()
+        self.keys += 1
+        return True
+
+    def _forget_oldest(self) -> None:
+        _, table = self._tables.popitem(last=False)
+        table.kept = False
+        self.keys -= len(table)
 
     def tables(self) -> list["_Table"]:
         """The tables kept, least recently used first."""
@@ -182,7 +207,8 @@ class HwrngLearned:
 
     def clear(self) -> None:
         """Forget everything learned."""
-        self._tables.clear()
+        while self._tables:
+            self._forget_oldest()
 
     def __len__(self) -> int:
         return len(self._tables)
@@ -197,11 +223,13 @@ class _Table(dict):
     and the horizon, relative to the boundary.  A change of the table (a
     cycle learned or dropped) forgets them."""
 
-    __slots__ = ("plans",)
+    __slots__ = ("plans", "kept")
 
     def __init__(self) -> None:
         super().__init__()
         self.plans: dict[tuple, tuple | None] = {}
+        #: still in its HwrngLearned (False: forgotten, learns nothing more)
+        self.kept = True
 
 
 def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
@@ -369,7 +397,7 @@ class HwrngFastForward:
         table = self._table(task)
         known = table.get(key0)
         if known is None:
-            if len(table) >= MAX_KEYS:
+            if not self.learned.room_for_key(table):
                 return snap
             known = table[key0] = []
         for c in known:
