@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("reproduce", help="every published seed figure: simulated vs published")
     _add_common(rep)
+    rep.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
+                     help="simulate every experiment in full detail (the same figures, much slower)")
     rep.set_defaults(_run=_reproduce)
 
     ev = sub.add_parser("evaluate", help="evaluate baseline policies on an environment")
@@ -114,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _reproduce(args: argparse.Namespace):
     from .experiments.reproduce import run_reproduce
 
-    return run_reproduce(seed=args.seed)
+    return run_reproduce(seed=args.seed, fast_forward=args.fast_forward)
 
 
 def _evaluate(args: argparse.Namespace):

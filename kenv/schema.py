@@ -282,6 +282,14 @@ def check_render_mode(value: Any) -> str | None:
     return validate(_RENDER_MODE, value, "render_mode", "None, " + ", ".join(RENDER_MODES))
 
 
+_FAST_FORWARD = TypeAdapter(Annotated[bool, Field(strict=True)])
+
+
+def check_fast_forward(value: Any) -> bool:
+    """``fast_forward=``: True (skip what the fast-forwards compute exactly) or False."""
+    return validate(_FAST_FORWARD, value, "fast_forward", "True or False")
+
+
 _NAME_LIST = TypeAdapter(Annotated[list[Annotated[str, Field(strict=True, max_length=200)]],
                                    Field(min_length=1, max_length=64)])
 
@@ -386,7 +394,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES", "ResetOptions",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
-    "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
+    "check_fast_forward", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_seconds", "cli_seed", "to_config_error", "validate",
 ]

@@ -1,8 +1,9 @@
 """The hwrng fast-forwards (kenv.drivers.hwrng_ff) against the detailed simulation.
 
 A fast-forward is only allowed to change how many engine events a run takes.
-These tests run the same thing with :data:`kenv.drivers.hwrng.FAST_FORWARD` on
-and off and compare everything observable: env trajectories, the rng's wait and
+These tests run the same thing with the fast-forward on and off
+(``gym.make(..., fast_forward=False)``; an rng made without a
+:class:`~kenv.drivers.hwrng_ff.HwrngLearned`) and compare everything observable: env trajectories, the rng's wait and
 read logs, the tasks' and CPUs' scheduler counters.  Disturbances the skips
 must cut back for (another task on the poller's CPU, an interrupt) are drawn
 by hypothesis; where the fast-forward reports an inexact cut, the invariants
@@ -17,9 +18,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import kenv  # noqa: F401
-from kenv.drivers import hwrng, hwrng_ff
+from kenv.drivers import hwrng_ff
 from kenv.drivers.hwrng import Bcm2835Params, parse_wait
+from kenv.drivers.hwrng_ff import HwrngLearned
 from kenv.drivers.random import InputPool
+from kenv.envs.base import FastForwardMemory
 from kenv.envs.hwrng_wait import HwrngSubsystem
 from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
 from kenv.sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, Engine
@@ -28,12 +31,15 @@ from search_fast_forward import hwrng_fast_forward, record_episodes
 COSTS = SchedCosts(wakeup_ns=2_000, context_switch_ns=3_000)
 
 
-def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, cold=False):
+def _trajectory(env_id, kwargs, seeds, steps, ff, skipped=None, cold=False, memory=None):
     """(what the episodes showed, fast-forward jumps, inexact cuts); ``skipped``
-    (a list) gets each episode's skipped wait cycles; ``cold``: forget the
-    cycles learned in the process before each episode."""
-    monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
-    env = gym.make(env_id, **kwargs)
+    (a list) gets each episode's skipped wait cycles; ``memory``: the
+    fast-forwards' memory to start from (a FastForwardMemory; None: the env's
+    own, empty); ``cold``: forget the cycles learned before each episode."""
+    env = gym.make(env_id, fast_forward=ff, **kwargs)
+    if ff and memory is not None:
+        env.unwrapped.ff_memory = memory
+    learned = env.unwrapped.ff_memory.hwrng if ff else None
     counts = [0, 0]     # jumps, inexact
 
     def add_counts(env):
@@ -44,7 +50,7 @@ def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, col
             if skipped is not None:
                 skipped.append(f.polls_skipped)
 
-    out = record_episodes(env, seeds, steps, before_episode=hwrng_ff._LEARNED.clear if cold else None,
+    out = record_episodes(env, seeds, steps, before_episode=learned.clear if cold else None,
                           after_episode=add_counts)
     env.close()
     return out, counts[0], counts[1]
@@ -60,10 +66,10 @@ def _trajectory(env_id, kwargs, seeds, steps, monkeypatch, ff, skipped=None, col
     # short sleeps: the FIFO a wakeup finds depends on the generator's phase
     ("kenv/Kernel-v0", {"actions": {"wait": ["usleep_range(50,60)", "usleep_range(100,200)", "hwrng_yield"]}}, 24),
 ])
-def test_env_trajectories_identical_with_and_without_fast_forward(monkeypatch, env_id, kwargs, steps):
+def test_env_trajectories_identical_with_and_without_fast_forward(env_id, kwargs, steps):
     seeds = range(8)   # enough episodes that plans made in one are reused in others
-    fast, jumps, inexact = _trajectory(env_id, kwargs, seeds, steps, monkeypatch, True)
-    exact, _, _ = _trajectory(env_id, kwargs, seeds, steps, monkeypatch, False)
+    fast, jumps, inexact = _trajectory(env_id, kwargs, seeds, steps, True)
+    exact, _, _ = _trajectory(env_id, kwargs, seeds, steps, False)
     assert jumps > 0, "the fast-forward never engaged: the comparison shows nothing"
     assert inexact == 0
     assert len(fast) == len(exact)
@@ -75,13 +81,13 @@ def test_env_trajectories_identical_with_and_without_fast_forward(monkeypatch, e
     ("kenv/HwrngWait-v0", {"actions": ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(100,200)"]}),
     ("kenv/Kernel-v0", {}),
 ])
-def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, kwargs):
-    """A new episode starts with the wait cycles the process has learned
-    (hwrng_ff._LEARNED): the same trajectories as when every episode learns
+def test_cycles_learned_in_earlier_episodes_change_nothing(env_id, kwargs):
+    """A new episode starts with the wait cycles its env has learned
+    (env.ff_memory.hwrng): the same trajectories as when every episode learns
     its own, and more of its cycles skipped."""
     cold_skipped, warm_skipped = [], []
-    cold, _, inexact = _trajectory(env_id, kwargs, range(3), 24, monkeypatch, True, cold_skipped, cold=True)
-    warm, _, _ = _trajectory(env_id, kwargs, range(3), 24, monkeypatch, True, warm_skipped)
+    cold, _, inexact = _trajectory(env_id, kwargs, range(3), 24, True, cold_skipped, cold=True)
+    warm, _, _ = _trajectory(env_id, kwargs, range(3), 24, True, warm_skipped)
     assert inexact == 0
     assert warm == cold
     assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
@@ -103,10 +109,9 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(monkeypatch, env_id, 
       "actions": ["hwrng_msleep(20)", "cpu_relax", "usleep_range(500,700)"]},
      [627439, 667087]),
 ])
-def test_env_trajectories_identical_in_cases_found_by_search(monkeypatch, kwargs, seeds):
-    monkeypatch.setattr(hwrng_ff, "_LEARNED", {})   # these episodes' learning only
-    fast, jumps, inexact = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, monkeypatch, True)
-    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, monkeypatch, False)
+def test_env_trajectories_identical_in_cases_found_by_search(kwargs, seeds):
+    fast, jumps, inexact = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, True)
+    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, False)
     assert jumps > 0 and inexact == 0
     assert fast == exact
 
@@ -124,15 +129,17 @@ def test_plans_made_once_serve_later_boundaries(monkeypatch):
 
     monkeypatch.setattr(hwrng_ff.HwrngFastForward, "_make_plan", counting)
     kwargs = {"actions": {"wait": ["hwrng_yield", "usleep_range(50,60)"]}}
-    first, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, monkeypatch, True, cold=True)
+    memory = FastForwardMemory()
+    first, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
     n_first = len(made)
-    again, _, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, monkeypatch, True)
+    again, _, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
     assert jumps > 0 and again == first
     assert len(made) - n_first < n_first, (n_first, len(made) - n_first)
     monkeypatch.setattr(hwrng_ff, "MAX_PLANS", 1)
-    bounded, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, True, cold=True)
-    assert all(len(t.plans) <= 1 for t in hwrng_ff._LEARNED.values())
-    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, False)
+    memory = FastForwardMemory()
+    bounded, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
+    assert memory.hwrng.tables() and all(len(t.plans) <= 1 for t in memory.hwrng.tables())
+    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
     assert bounded == exact
 
 
@@ -140,10 +147,11 @@ def test_learned_tables_stay_within_max_keys(monkeypatch):
     """A full table learns no new start key; the run is still the detailed one."""
     monkeypatch.setattr(hwrng_ff, "MAX_KEYS", 2)
     kwargs = {"actions": {"wait": ["hwrng_yield", "hwrng_msleep(3)"]}}
-    fast, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, True, cold=True)
+    memory = FastForwardMemory()
+    fast, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
     assert jumps > 0
-    assert hwrng_ff._LEARNED and all(len(t) <= 2 for t in hwrng_ff._LEARNED.values())
-    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, monkeypatch, False)
+    assert memory.hwrng.tables() and all(len(t) <= 2 for t in memory.hwrng.tables())
+    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
     assert fast == exact
 
 
@@ -162,17 +170,16 @@ def _observe(k, hw):
 
 
 def _run(ff, *, wait, nr_cpus=1, hz=100, silent_s=0.5, until_s=1.0, bs=16, interloper=None,
-         irq=None, monkeypatch=None, preempt="none"):
+         irq=None, preempt="none"):
     """A bcm2835 rng probed at 0 with a reader of ``bs`` bytes, run to ``until_s``
     as one declared step.  ``interloper``: (start ns, run ns) of a task pinned to
     CPU 0; ``irq``: (time ns, duration ns) of an interrupt on CPU 0."""
-    monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
     k = Kernel(Engine(), nr_cpus=nr_cpus, hz=hz, preempt=preempt, costs=COSTS)
     params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
                            copy_chunk_ns=900, silent_until_ns=int(silent_s * NSEC_PER_SEC) or None)
     pool = InputPool(k)
     hw = HwrngSubsystem(k, pool, params, smp_cache_bytes=64, bs=bs, reader_cpus=(0,),
-                        kthread_cpus=(0,), logs=True)
+                        kthread_cpus=(0,), logs=True, learned=HwrngLearned() if ff else None)
     until = int(until_s * NSEC_PER_SEC)
     k.engine.run(until=0)
     hw.begin_step(parse_wait(wait), until)
@@ -204,9 +211,9 @@ def _assert_fifo_words_accounted(obs):
 
 
 @pytest.mark.parametrize("wait", ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(1000,2000)"])
-def test_idle_polls_skipped_exactly(monkeypatch, wait):
-    fast, ff = _run(True, wait=wait, monkeypatch=monkeypatch)
-    exact, _ = _run(False, wait=wait, monkeypatch=monkeypatch)
+def test_idle_polls_skipped_exactly(wait):
+    fast, ff = _run(True, wait=wait)
+    exact, _ = _run(False, wait=wait)
     assert ff.polls_skipped >= 5 and ff.inexact == 0
     assert fast == exact
 
@@ -226,11 +233,11 @@ def test_idle_polls_skipped_exactly(monkeypatch, wait):
 # starts): in detail the order of the two same-time events decides; the cut
 # claimed to be exact and was 1 word off
 @example(start=82_504_160, run_us=17_000, wait="usleep_range(500,700)")
-def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
+def test_poll_skip_cut_by_another_task(start, run_us, wait):
     """A task woken on the poller's CPU mid-skip: the skip is cut back to the next
     poll, which is simulated in detail -- the same run as with every poll simulated,
     unless the task arrived inside a skipped poll's few microseconds awake."""
-    kw = dict(wait=wait, interloper=(start, run_us * NSEC_PER_USEC), monkeypatch=monkeypatch)
+    kw = dict(wait=wait, interloper=(start, run_us * NSEC_PER_USEC))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:
@@ -245,8 +252,8 @@ def test_poll_skip_cut_by_another_task(monkeypatch, start, run_us, wait):
 # an interrupt at the very nanosecond a skipped poll's status read ends: in detail
 # it delays the start of that poll's wait; the cut claimed to be exact
 @example(at=500_005_120, dur=5_000)
-def test_poll_skip_and_an_interrupt(monkeypatch, at, dur):
-    kw = dict(wait="hwrng_yield", irq=(at, dur), monkeypatch=monkeypatch)
+def test_poll_skip_and_an_interrupt(at, dur):
+    kw = dict(wait="hwrng_yield", irq=(at, dur))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:
@@ -255,20 +262,20 @@ def test_poll_skip_and_an_interrupt(monkeypatch, at, dur):
 
 @pytest.mark.parametrize("preempt", ["none", "full"])
 @pytest.mark.parametrize("wait", ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(500,700)"])
-def test_disturbances_at_the_nanosecond_a_skipped_poll_ends(monkeypatch, wait, preempt):
+def test_disturbances_at_the_nanosecond_a_skipped_poll_ends(wait, preempt):
     """A task woken, or an interrupt, at the very nanosecond a poll's wait
     starts in detail (its last status read ends): in detail the order of the
     two same-time events decides, which a skip cannot know -- so the cut is
     either the detailed run or counted as inexact, and then within a FIFO's
     worth of words.  (A random start hits such a nanosecond almost never.)"""
-    base, _ = _run(False, wait=wait, monkeypatch=monkeypatch, preempt=preempt)
+    base, _ = _run(False, wait=wait, preempt=preempt)
     starts = sorted({t0 for comm, t0, _ in base["wait_log"] if comm == "hwrng" and t0 > 0})
     assert len(starts) >= 12
     ties = 0
     for t0 in starts[len(starts) // 4::len(starts) // 4][:3]:   # skipped polls' ends, not the first
         for kw in (dict(interloper=(t0, 17_000 * NSEC_PER_USEC)), dict(irq=(t0, 5_000))):
-            fast, ff = _run(True, wait=wait, monkeypatch=monkeypatch, preempt=preempt, **kw)
-            exact, _ = _run(False, wait=wait, monkeypatch=monkeypatch, preempt=preempt, **kw)
+            fast, ff = _run(True, wait=wait, preempt=preempt, **kw)
+            exact, _ = _run(False, wait=wait, preempt=preempt, **kw)
             if ff.inexact == 0:
                 assert fast == exact, (t0, kw)
             else:
@@ -279,8 +286,8 @@ def test_disturbances_at_the_nanosecond_a_skipped_poll_ends(monkeypatch, wait, p
 
 
 @pytest.mark.parametrize("bs", [4, 16, 64])
-def test_back_to_back_cpu_relax_reads_skipped_exactly(monkeypatch, bs):
-    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, bs=bs, monkeypatch=monkeypatch)
+def test_back_to_back_cpu_relax_reads_skipped_exactly(bs):
+    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, bs=bs)
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     assert ff.reads_skipped > 50 and ff.inexact == 0
@@ -289,10 +296,10 @@ def test_back_to_back_cpu_relax_reads_skipped_exactly(monkeypatch, bs):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.integers(250_000_000, 349_000_000), dur=st.integers(0, 20_000))
-def test_interrupt_inside_spin_reads(monkeypatch, at, dur):
+def test_interrupt_inside_spin_reads(at, dur):
     """An interrupt that falls inside a spin only takes spin time, in detail and in
     the skip alike; one that hits a word being read cuts the skip (inexact)."""
-    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, irq=(at, dur), monkeypatch=monkeypatch)
+    kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, irq=(at, dur))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:
@@ -313,9 +320,9 @@ def test_interrupt_inside_spin_reads(monkeypatch, at, dur):
 # (found by hypothesis; the cut used to sleep at once, before the tick, and wake a
 # jiffy early: 348 words too many)
 @example(start=329_972_277, run_us=1, preempt="none")
-def test_spin_reads_cut_by_another_task(monkeypatch, start, run_us, preempt):
+def test_spin_reads_cut_by_another_task(start, run_us, preempt):
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(start, run_us * NSEC_PER_USEC),
-              monkeypatch=monkeypatch, preempt=preempt)
+              preempt=preempt)
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:           # it came while no read was being skipped
@@ -326,9 +333,9 @@ def test_spin_reads_cut_by_another_task(monkeypatch, start, run_us, preempt):
     assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16 + 4 * 5
 
 
-def test_spin_reads_cut_by_another_task_example(monkeypatch):
+def test_spin_reads_cut_by_another_task_example():
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(300_000_123, 50 * NSEC_PER_USEC),
-              monkeypatch=monkeypatch, preempt="full")
+              preempt="full")
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     assert ff.inexact == 1 and ff.reads_skipped > 100
@@ -336,33 +343,32 @@ def test_spin_reads_cut_by_another_task_example(monkeypatch):
     assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16
 
 
-def test_no_skip_without_a_declared_step(monkeypatch):
+def test_no_skip_without_a_declared_step():
     """Experiments declare no step end: every poll is simulated."""
-    monkeypatch.setattr(hwrng, "FAST_FORWARD", True)
     k = Kernel(Engine(), nr_cpus=1, hz=100, preempt="none", costs=COSTS)
     params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
                            copy_chunk_ns=900, silent_until_ns=NSEC_PER_SEC // 2)
-    hw = HwrngSubsystem(k, InputPool(k), params, smp_cache_bytes=64, bs=16, reader_cpus=(0,))
+    hw = HwrngSubsystem(k, InputPool(k), params, smp_cache_bytes=64, bs=16, reader_cpus=(0,),
+                        learned=HwrngLearned())
     k.run(until=NSEC_PER_SEC)
     assert hw.core.rng.ff.jumps == 0
 
 
-def test_the_step_end_is_not_crossed(monkeypatch):
+def test_the_step_end_is_not_crossed():
     """After a skip the next step may change the wait: nothing skipped runs past
     the step the environment declared."""
-    monkeypatch.setattr(hwrng, "FAST_FORWARD", True)
-    fast, ff = _run(True, wait="hwrng_yield", until_s=0.3, silent_s=0.6, monkeypatch=monkeypatch)
+    fast, ff = _run(True, wait="hwrng_yield", until_s=0.3, silent_s=0.6)
     assert ff.jumps > 0
     assert max(end for _, _, end in fast["wait_log"]) <= 0.3 * NSEC_PER_SEC
 
 
 @pytest.mark.parametrize("bs", [16, 64])
-def test_reading_wait_cycles_skipped_exactly(monkeypatch, bs):
+def test_reading_wait_cycles_skipped_exactly(bs):
     """A reader sleeping in hwrng_yield between drains of the FIFO: 20 bytes a
     wakeup against 16- or 64-byte reads is a pattern of several cycles (and a
     word landing inside an awake window changes it); the fast-forward learns
     each cycle from its start and skips the ones it can predict."""
-    kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, bs=bs, monkeypatch=monkeypatch, hz=1000)
+    kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, bs=bs, hz=1000)
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     assert ff.polls_skipped > 100 and ff.inexact == 0
@@ -372,9 +378,9 @@ def test_reading_wait_cycles_skipped_exactly(monkeypatch, bs):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.integers(300_000_000, 1_190_000_000), run_us=st.integers(1, 3_000))
-def test_reading_wait_cycles_cut_by_another_task(monkeypatch, start, run_us):
+def test_reading_wait_cycles_cut_by_another_task(start, run_us):
     kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, hz=1000,
-              interloper=(start, run_us * NSEC_PER_USEC), monkeypatch=monkeypatch)
+              interloper=(start, run_us * NSEC_PER_USEC))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
     if ff.inexact == 0:
@@ -385,16 +391,15 @@ def test_reading_wait_cycles_cut_by_another_task(monkeypatch, start, run_us):
 START_NS = 250_000_000
 
 
-def _run_steps(ff, *, bs, step_us, steps, waits, monkeypatch):
+def _run_steps(ff, *, bs, step_us, steps, waits):
     """As _run, but after START_NS, ``steps`` declared steps of ``step_us``
     each, the wait of step i being ``waits[i % len(waits)]``: what each step
     end shows."""
-    monkeypatch.setattr(hwrng, "FAST_FORWARD", ff)
     k = Kernel(Engine(), nr_cpus=1, hz=1000, preempt="none", costs=COSTS)
     params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
                            copy_chunk_ns=900, silent_until_ns=None)
     hw = HwrngSubsystem(k, InputPool(k), params, smp_cache_bytes=64, bs=bs, reader_cpus=(0,),
-                        kthread_cpus=(0,), logs=True)
+                        kthread_cpus=(0,), logs=True, learned=HwrngLearned() if ff else None)
     hw.begin_step(parse_wait(waits[0]), START_NS)   # past the pool's filling (the kthread asleep)
     k.run(until=START_NS)
     hw.end_step()
@@ -410,12 +415,12 @@ def _run_steps(ff, *, bs, step_us, steps, waits, monkeypatch):
 
 @pytest.mark.parametrize("bs,waits", [(16, ["cpu_relax"]), (64, ["cpu_relax"]),
                                       (16, ["cpu_relax", "cpu_relax", "hwrng_yield"])])
-def test_words_of_a_read_across_step_ends_skipped_exactly(monkeypatch, bs, waits):
+def test_words_of_a_read_across_step_ends_skipped_exactly(bs, waits):
     """Steps that end by time inside a read(2): the read's words up to the step's
     end and from the next step's start are spun through at once (skip_words),
     only the word each step ends in read in detail; every step end shows what
     the detailed simulation shows there."""
-    kw = dict(bs=bs, step_us=7_313, steps=30, waits=waits, monkeypatch=monkeypatch)
+    kw = dict(bs=bs, step_us=7_313, steps=30, waits=waits)
     fast, ff = _run_steps(True, **kw)
     exact, _ = _run_steps(False, **kw)
     assert ff.words_skipped > 30 and ff.inexact == 0
@@ -423,12 +428,11 @@ def test_words_of_a_read_across_step_ends_skipped_exactly(monkeypatch, bs, waits
         assert a == b, f"step {i} differs"
 
 
-def test_spin_total_counts_the_spin_in_progress(monkeypatch):
+def test_spin_total_counts_the_spin_in_progress():
     """Bcm2835Rng.spin_ns_total() is spin_ns_now() summed over comms, the spin
     in progress included (what an env's step reads for its spin component):
     stopped at times through a cpu_relax() reader's run, every word simulated,
     the reader is mostly mid-spin, and the total counts that spin."""
-    monkeypatch.setattr(hwrng, "FAST_FORWARD", False)
     k = Kernel(Engine(), nr_cpus=1, hz=100, preempt="none", costs=COSTS)
     params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
                            copy_chunk_ns=900, silent_until_ns=None)
@@ -444,3 +448,28 @@ def test_spin_total_counts_the_spin_in_progress(monkeypatch):
             mid_spin += 1
             assert rng.spin_ns_total() > sum(rng.spin_ns.values())
     assert mid_spin >= 80, mid_spin
+
+
+def test_learned_memory_stays_within_its_caps():
+    """A HwrngLearned keeps at most max_tables tables and max_keys start keys in
+    all, forgetting the least recently used tables; an episode whose table was
+    forgotten learns nothing more into it; the runs are still the detailed ones."""
+    kwargs = {"actions": ["hwrng_yield", "hwrng_msleep(3)", "usleep_range(100,200)", "hwrng_msleep(20)"]}
+    memory = FastForwardMemory()
+    memory.hwrng.max_tables, memory.hwrng.max_keys = 3, 6
+    fast, jumps, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, True, memory=memory)
+    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, False)
+    tables = memory.hwrng.tables()
+    assert jumps > 0 and fast == exact
+    assert len(tables) <= 3 and sum(len(t) for t in tables) == memory.hwrng.keys <= 6
+    assert all(t.kept for t in tables)
+
+
+def test_learned_tables_forgotten_least_recently_used_first():
+    learned = HwrngLearned(max_tables=2)
+    a, b = learned.table("a"), learned.table("b")
+    assert learned.table("a") is a          # "a" used last: "b" goes first
+    c = learned.table("c")
+    assert learned.tables() == [a, c] and not b.kept and a.kept
+    assert not learned.room_for_key(b)      # forgotten: learns nothing more
+    assert learned.room_for_key(a) and learned.keys == 1

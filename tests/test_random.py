@@ -306,11 +306,9 @@ def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kw
     import gymnasium as gym
 
     import kenv  # noqa: F401
-    from kenv.workloads import qperf
 
     def trajectory(ff):
-        monkeypatch.setattr(qperf, "FAST_FORWARD", ff)
-        out, pairs = _qperf_env_trajectory(gym.make(env_id, **kwargs), steps=32)
+        out, pairs = _qperf_env_trajectory(gym.make(env_id, fast_forward=ff, **kwargs), steps=32)
         return out, sum(p.jumps for p in pairs)
 
     fast, jumps = trajectory(True)
@@ -343,14 +341,13 @@ _KERNEL_32K = {"platform": "x86-ib40g", "preempt": "full", "hz": 1000, "msg_size
      ("kenv/RandomMix-v0", {"scenario": {"platform": "x86-ib40g", "preempt": "full", "hz": 1000, "msg_size": "32K",
                                          "threshold": 1024, "step_ms": 20}}, [793715, 90880])],
 ])
-def test_env_qperf_fast_forward_in_cases_found_by_search(monkeypatch, draws):
+def test_env_qperf_fast_forward_in_cases_found_by_search(draws):
     import search_fast_forward
-    from kenv.workloads import qperf
+    from kenv.envs.base import FastForwardMemory
 
-    monkeypatch.setattr(qperf, "_LEARNED", {})    # these draws' learning only, as found
+    memory = FastForwardMemory()    # these draws' learning only, shared as found
     for env_id, kwargs, seeds in draws:
-        assert search_fast_forward.compare("qperf", env_id, kwargs, seeds) == "same", env_id
-    assert qperf.FAST_FORWARD   # (compare() turns it back on)
+        assert search_fast_forward.compare("qperf", env_id, kwargs, seeds, memory) == "same", env_id
 
 
 def _qperf_internals(pair) -> tuple:
@@ -389,10 +386,7 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
     boundary = qperf.QperfPair.boundary
 
     def run(ff):
-        monkeypatch.setattr(qperf, "FAST_FORWARD", ff)
-        qperf._LEARNED.clear()
-        qperf._STEADY_RTT.clear()
-        env = gym.make("kenv/RandomMix-v0", **env_kwargs)
+        env = gym.make("kenv/RandomMix-v0", fast_forward=ff, **env_kwargs)
         episodes, states = [], {}
 
         def recording(pair, t):
@@ -406,9 +400,10 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
         monkeypatch.setattr(qperf.QperfPair, "boundary", boundary)
         # the busy-tick verdicts: of the NAPI-poll model (keys (host, stretch)), and of
         # the learned stretches (keys (host, stretches))
-        verdicts = ([v for learned in qperf._LEARNED.values() for key, v in learned["tick"].items()
+        tables = env.unwrapped.ff_memory.qperf.tables() if ff else []
+        verdicts = ([v for learned in tables for key, v in learned["tick"].items()
                      if not isinstance(key[1], tuple)],
-                    [v for learned in qperf._LEARNED.values() for key, v in learned["tick"].items()
+                    [v for learned in tables for key, v in learned["tick"].items()
                      if isinstance(key[1], tuple)])
         return out, tuple(sum(getattr(p, c) for p in pairs) for c in counter.split()), states, verdicts
 
@@ -521,28 +516,40 @@ def test_run_slice_keeps_one_message_size():
     ("kenv/Kernel-v0", {"msg_size": "64K", "preempt": "platform"}),
 ])
 def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario):
-    """A new episode starts with the steady and refill round trips the process
-    has learned (qperf._LEARNED) instead of measuring them: the same
+    """A new episode starts with the steady and refill round trips its env
+    has learned (env.ff_memory.qperf) instead of measuring them: the same
     trajectories (rewards and info included) as with nothing learned, and no
     more round trips in detail (fewer where refill round trips recur)."""
     import gymnasium as gym
 
     import kenv  # noqa: F401
-    from kenv.workloads import qperf
-
-    def forget():
-        qperf._LEARNED.clear()
-        qperf._STEADY_RTT.clear()
 
     def trajectory(cold):
-        out, pairs = _qperf_env_trajectory(gym.make(env_id, scenario=scenario), steps=24,
-                                           before_episode=forget if cold else None)
-        return out, sum(p.detailed for p in pairs)
+        env = gym.make(env_id, scenario=scenario)
+        memory = env.unwrapped.ff_memory
+        out, pairs = _qperf_env_trajectory(env, steps=24, before_episode=memory.qperf.clear if cold else None)
+        return out, sum(p.detailed for p in pairs), memory
 
-    measured, detailed_cold = trajectory(cold=True)
-    assert qperf._LEARNED
-    learned, detailed_warm = trajectory(cold=False)
+    measured, detailed_cold, memory = trajectory(cold=True)
+    assert memory.qperf.tables()
+    learned, detailed_warm, _ = trajectory(cold=False)
     assert learned == measured
     assert detailed_warm <= detailed_cold
     if scenario.get("threshold") != 64:
         assert detailed_warm < detailed_cold
+
+
+def test_qperf_learned_keeps_the_most_recently_used_tables():
+    """QperfLearned keeps at most max_tables tables and steady round trips,
+    forgetting the least recently used first; a kept one is not measured again."""
+    from kenv.workloads.qperf import QperfLearned
+
+    learned = QperfLearned(max_tables=2)
+    a, b = learned.table(("a",)), learned.table(("b",))
+    assert learned.table(("a",)) is a and set(a) == {"refill", "trigger", "tick", "tick_inside"}
+    learned.table(("c",))
+    assert [t is a for t in learned.tables()] == [True, False] and all(t is not b for t in learned.tables())
+    measured = []
+    for key in ("x", "y", "x", "z", "y"):
+        learned.steady_rtt((key,), lambda key=key: measured.append(key) or len(key))
+    assert measured == ["x", "y", "z", "y"]   # "x" kept once, "y" forgotten when "z" came

@@ -55,7 +55,7 @@ from ..kernel.sleep import (
     wait_for_completion_interruptible_timeout,
 )
 from ..sim.engine import NSEC_PER_SEC
-from .hwrng_ff import HwrngFastForward
+from .hwrng_ff import HwrngFastForward, HwrngLearned
 from .random import InputPool, add_hwgenerator_randomness
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,11 +77,6 @@ RNG_STATUS_NUM_WORDS_MAX = 0xFF
 HWRNG_DEFAULT_QUALITY = 1024
 #: ``hwrng_fillfn``: ``if (rc <= 0) hwrng_msleep(rng, 10000)``
 HWRNG_FILLFN_ERROR_SLEEP_MS = 10000
-
-#: Skip runs of idle polls (kenv.drivers.hwrng_ff) in rngs created from now on;
-#: the detailed simulation gives the same figures (the tests set it False to check).
-FAST_FORWARD = True
-
 
 def rng_buffer_size(smp_cache_bytes: int) -> int:
     """``RNG_BUFFER_SIZE``: ``SMP_CACHE_BYTES < 32 ? 32 : SMP_CACHE_BYTES``.
@@ -240,10 +235,14 @@ class Bcm2835Rng:
     All state is arithmetic in time: ``_t_ref``/``_level_ref`` are the time of
     the last read and the FIFO level it left; ``produced(t)`` is the number of
     words the generator has made by ``t`` (lost ones included).
+
+    ``learned``: the fast-forward's memory (kenv.drivers.hwrng_ff) that the
+    simulation running this rng owns, or None to simulate every poll (the
+    same figures, slower).
     """
 
     def __init__(self, k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy = "hwrng_yield",
-                 logs: bool = True):
+                 logs: bool = True, learned: HwrngLearned | None = None):
         self.k = k
         self.params = params
         self.wait = parse_wait(wait)
@@ -277,7 +276,7 @@ class Bcm2835Rng:
         #: the hwrng core it is registered with (set by hwrng_register)
         self.core: HwrngCore | None = None
         #: the fast-forward of idle polls (None: every poll simulated)
-        self.ff: HwrngFastForward | None = HwrngFastForward(self) if FAST_FORWARD else None
+        self.ff: HwrngFastForward | None = None if learned is None else HwrngFastForward(self, learned)
 
     def set_wait(self, wait: str | WaitStrategy) -> None:
         """Switch ``<wait>`` the way unbinding and rebinding the driver would
@@ -557,10 +556,12 @@ def hwrng_register(k: "Kernel", rng: Bcm2835Rng, pool: InputPool, smp_cache_byte
 
 def bcm2835_rng_probe(k: "Kernel", params: Bcm2835Params, wait: str | WaitStrategy,
                       pool: InputPool, smp_cache_bytes: int, kthread_cpus=None,
-                      logs: bool = True) -> HwrngCore:
+                      logs: bool = True, learned: HwrngLearned | None = None) -> HwrngCore:
     """bcm2835_rng_probe(): map the block and ``devm_hwrng_register()`` it
-    (``logs``: keep the rng's wait_log and read_log)."""
-    return hwrng_register(k, Bcm2835Rng(k, params, wait, logs), pool, smp_cache_bytes, kthread_cpus)
+    (``logs``: keep the rng's wait_log and read_log; ``learned``: the
+    fast-forward's memory, None to simulate every poll)."""
+    return hwrng_register(k, Bcm2835Rng(k, params, wait, logs, learned), pool, smp_cache_bytes,
+                          kthread_cpus)
 
 
 def rng_get_data(task: Task, core: HwrngCore, size: int, wait: bool) -> TaskBody:

@@ -25,7 +25,9 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   granularity).  A cycle is learned only if it was one sleep with nothing
   else on the CPU (the CPU's busy time grew exactly by the poller's CPU time).
   What is learned serves the later episodes of the same machine, poller and
-  wait in the process (:data:`_LEARNED`).
+  wait that share the :class:`HwrngLearned` it went into: the simulation that
+  owns it (an environment instance across its episodes, an experiment run)
+  passes it down explicitly; nothing is kept in the module.
 * **Predict.**  From a boundary, the next cycle is the one learned from the
   same start key whose status reads see, against the generator's landings
   (:meth:`Bcm2835Rng.produced`), exactly what they saw when it was learned;
@@ -90,13 +92,15 @@ word at the step's end, and the rest of it at once in the next step, instead
 of word by word.
 
 The equivalence with the detailed simulation is a test (same trajectories
-with :data:`kenv.drivers.hwrng.FAST_FORWARD` on and off).
+with the fast-forward on and off: an rng made with ``learned=None`` simulates
+every cycle).
 """
 
 from __future__ import annotations
 
 import math
 import operator
+from collections import OrderedDict
 from itertools import repeat
 from typing import TYPE_CHECKING
 
@@ -123,26 +127,95 @@ assert _ADDED == tuple(range(EXEC, READ_BYTES + 1))   # _Skip._apply adds them a
 MAX_RECORDS = 8
 #: status reads recorded per cycle; a longer one is not learned
 MAX_EVENTS = 32
-#: start keys kept per table of _LEARNED: what a long run's tables take stays
+#: start keys kept per table of a HwrngLearned: what a long run's tables take stays
 #: bounded (a table that is full learns no new start key; a cycle not learned
 #: is simulated in detail).  Kernel-v0's default mix needs 78 in all tables
 #: together; HwrngWait-v0 with seven waits ~930 over its 60 tables in 20K steps.
 MAX_KEYS = 2048
 
 
-#: The wait cycles learned so far in this process, per machine, poller and
-#: wait (:func:`_cycle_table_key`), by start key: a cycle is a function of
-#: those, of its start key and of what the FIFO holds (checked when it is
-#: replayed), so a new episode of the same machine starts with them instead of
-#: measuring them again -- as kenv.workloads.qperf keeps its round trips.
-_LEARNED: dict[tuple, "_Table"] = {}
 #: plans kept per table (see _Table): past this many the table forgets them all
 MAX_PLANS = 4096
+#: What a HwrngLearned keeps: at most MAX_TABLES tables (one per machine,
+#: poller and wait) holding MAX_LEARNED_KEYS start keys in all, the least
+#: recently used table forgotten first to make room (its cycles are simulated
+#: in detail again when they come back); with MAX_RECORDS cycles per key,
+#: MAX_EVENTS status reads per cycle and MAX_PLANS plans per table this bounds
+#: what a long-lived environment keeps.  An agent that tries many waits
+#: (``hwrng_msleep(MS)``, ``usleep_range(MIN,MAX)``) used to add tables for
+#: ever (7 MB over 400k HwrngWait-v0 steps with 40 waits; benchmarks/ff_memory.py).
+#: HwrngWait-v0's default waits and scenario mix use ~20 tables and ~1600
+#: keys in 20k steps; Kernel-v0's ~78 keys.
+MAX_TABLES = 64
+MAX_LEARNED_KEYS = 4096
 _UNPLANNED = object()    # (a plan not made yet; None is "no plan")
 
 
+class HwrngLearned:
+    """The wait cycles one simulation has learned, per machine, poller and
+    wait (:func:`_cycle_table_key`), by start key: a cycle is a function of
+    those, of its start key and of what the FIFO holds (checked when it is
+    replayed), so a later episode of the same machine starts with them
+    instead of measuring them again -- as kenv.workloads.qperf keeps its
+    round trips.  Owned by whoever runs the simulation (an environment keeps
+    one across its episodes, an experiment run makes its own) and passed down
+    to each rng (:class:`~kenv.drivers.hwrng.Bcm2835Rng`); at most
+    ``max_tables`` tables, the least recently used forgotten first."""
+
+    __slots__ = ("_tables", "max_tables", "max_keys", "keys")
+
+    def __init__(self, max_tables: int = MAX_TABLES, max_keys: int = MAX_LEARNED_KEYS):
+        self._tables: OrderedDict[tuple, _Table] = OrderedDict()
+        self.max_tables = max_tables
+        self.max_keys = max_keys
+        #: start keys in the tables kept
+        self.keys = 0
+
+    def table(self, key: tuple) -> "_Table":
+        """The table of ``key`` (a new, empty one if there is none)."""
+        tables = self._tables
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = _Table()
+            if len(tables) > self.max_tables:
+                self._forget_oldest()
+        else:
+            tables.move_to_end(key)
+        return table
+
+    def room_for_key(self, table: "_Table") -> bool:
+        """Whether ``table`` may learn one more start key (counted if so):
+        the least recently used other tables are forgotten to make room.  A
+        table forgotten meanwhile (an episode still holds it) learns nothing."""
+        if not table.kept or len(table) >= MAX_KEYS:
+            return False
+        while self.keys >= self.max_keys:
+            if next(iter(self._tables.values())) is table:
+                return False
+            self._forget_oldest()
+        self.keys += 1
+        return True
+
+    def _forget_oldest(self) -> None:
+        _, table = self._tables.popitem(last=False)
+        table.kept = False
+        self.keys -= len(table)
+
+    def tables(self) -> list["_Table"]:
+        """The tables kept, least recently used first."""
+        return list(self._tables.values())
+
+    def clear(self) -> None:
+        """Forget everything learned."""
+        while self._tables:
+            self._forget_oldest()
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+
 class _Table(dict):
-    """One table of _LEARNED: start key -> the cycles seen to follow it.
+    """One table of a :class:`HwrngLearned`: start key -> the cycles seen to follow it.
 
     ``plans`` keeps the plans made from it (:meth:`HwrngFastForward._plan`),
     by what a plan depends on besides the table: the start key, the FIFO's
@@ -150,11 +223,13 @@ class _Table(dict):
     and the horizon, relative to the boundary.  A change of the table (a
     cycle learned or dropped) forgets them."""
 
-    __slots__ = ("plans",)
+    __slots__ = ("plans", "kept")
 
     def __init__(self) -> None:
         super().__init__()
         self.plans: dict[tuple, tuple | None] = {}
+        #: still in its HwrngLearned (False: forgotten, learns nothing more)
+        self.kept = True
 
 
 def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
@@ -193,14 +268,16 @@ class HwrngFastForward:
     """The fast-forwards of one rng: wait cycles (:meth:`skip_polls`) and
     back-to-back ``cpu_relax()`` reads (:meth:`skip_reads`); see the module doc."""
 
-    def __init__(self, rng: "Bcm2835Rng"):
+    def __init__(self, rng: "Bcm2835Rng", learned: HwrngLearned):
         self.rng = rng
+        #: what this and other rngs of the same simulation have learned
+        self.learned = learned
         #: the landing times repeat, shifted, every _period ns: the shortest time
         #: in which the generator produces a whole number of words
         self._period = NSEC_PER_SEC // math.gcd(NSEC_PER_SEC, rng.params.word_rate_hz)
         #: per poller: (snapshot counters, frame state, start key) at its last clean boundary
         self._last: dict[Task, tuple] = {}
-        #: per (poller, wait): its table in _LEARNED (start key -> the cycles seen to follow it)
+        #: per (poller, wait): its table in self.learned (start key -> the cycles seen to follow it)
         self._tables: dict[tuple, _Table] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (time, seen, taken)
         self._events: dict[Task, list] = {}
@@ -234,11 +311,11 @@ class HwrngFastForward:
 
     def _table(self, task: Task) -> "_Table":
         """The cycles learned for ``task`` with the current wait, in this
-        process (:data:`_LEARNED`), by start key."""
+        simulation (:attr:`learned`), by start key."""
         wait = self.rng.wait
         table = self._tables.get((task, wait))
         if table is None:
-            table = self._tables[(task, wait)] = _LEARNED.setdefault(_cycle_table_key(task, self.rng), _Table())
+            table = self._tables[(task, wait)] = self.learned.table(_cycle_table_key(task, self.rng))
         return table
 
     def _phase(self, k, t: int) -> tuple:
@@ -320,7 +397,7 @@ class HwrngFastForward:
         table = self._table(task)
         known = table.get(key0)
         if known is None:
-            if len(table) >= MAX_KEYS:
+            if not self.learned.room_for_key(table):
                 return snap
             known = table[key0] = []
         for c in known:
@@ -983,4 +1060,4 @@ class _Skip:
         self._arm(plan.W(n))      # wake now
 
 
-__all__ = ["HwrngFastForward"]
+__all__ = ["HwrngFastForward", "HwrngLearned"]

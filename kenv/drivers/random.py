@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable
 
 from ..errors import ConfigError
@@ -30,7 +31,7 @@ POOL_EARLY_BITS = POOL_READY_BITS // 2
 CRNG_EMPTY = 0
 CRNG_EARLY = 1
 CRNG_READY = 2
-CRNG_STATE_NAMES = {CRNG_EMPTY: "empty", CRNG_EARLY: "early", CRNG_READY: "ready"}
+CRNG_STATE_NAMES = MappingProxyType({CRNG_EMPTY: "empty", CRNG_EARLY: "early", CRNG_READY: "ready"})
 
 
 class InputPool:

@@ -18,9 +18,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from ..drivers.hwrng_ff import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
-from ..schema import check_action_names, check_render_mode, check_reset_options, check_seed
+from ..schema import (
+    check_action_names, check_fast_forward, check_render_mode, check_reset_options, check_seed,
+)
+from ..workloads.qperf import QperfLearned
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix
 
@@ -41,10 +45,10 @@ def kernel_config_features(preempt: str, hz: int) -> list[float]:
     return one_hot(PREEMPT_MODELS.index(preempt), len(PREEMPT_MODELS)) + [hz / 1000.0]
 
 
-KERNEL_CONFIG_ROWS = [
+KERNEL_CONFIG_ROWS = (
     ("preempt == none", 0, 1), ("preempt == voluntary", 0, 1), ("preempt == full", 0, 1),
     ("preempt == rt", 0, 1), ("HZ / 1000", 0.1, 1),
-]
+)
 
 
 #: info's value of a float that has none yet (a time, rate or share that is never
@@ -89,6 +93,18 @@ def log_latency(us: float) -> float:
     return math.log10(1.0 + max(0.0, us)) / 6.0
 
 
+class FastForwardMemory:
+    """What an env's fast-forwards have learned (kenv.drivers.hwrng_ff,
+    kenv.workloads.qperf): the env's own, carried across its episodes and
+    bounded (each part keeps a fixed number of tables)."""
+
+    __slots__ = ("hwrng", "qperf")
+
+    def __init__(self) -> None:
+        self.hwrng = HwrngLearned()
+        self.qperf = QperfLearned()
+
+
 class KenvEnv(gym.Env):
     """Base class; see the subclasses' docstrings for the documentation pages."""
 
@@ -110,10 +126,16 @@ class KenvEnv(gym.Env):
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, fast_forward: bool = True):
         self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
-                                 reward_weights=reward_weights, render_mode=render_mode)
+                                 reward_weights=reward_weights, render_mode=render_mode,
+                                 fast_forward=fast_forward)
         self.render_mode = check_render_mode(render_mode)
+        #: skip what the fast-forwards can compute exactly (False: simulate
+        #: everything in detail; the same trajectories, slower), with this
+        #: env's own memory of what they learned (None when off)
+        self.fast_forward = check_fast_forward(fast_forward)
+        self.ff_memory: FastForwardMemory | None = FastForwardMemory() if fast_forward else None
         self.actions = self._check_actions(actions)
         self.profile = load_profile(profile, reward_weights)
         self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario)

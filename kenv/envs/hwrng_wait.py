@@ -11,6 +11,7 @@ import numpy as np
 from ..drivers.hwrng import (
     HwrngCore, WaitStrategy, bcm2835_rng_probe, parse_wait, rng_dev_read,
 )
+from ..drivers.hwrng_ff import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS, Kernel, Task
@@ -18,7 +19,8 @@ from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
 from .base import (
-    KERNEL_CONFIG_ROWS, NO_VALUE, KenvEnv, kernel_config_features, kernel_reports_info, one_hot,
+    KERNEL_CONFIG_ROWS, NO_VALUE, FastForwardMemory, KenvEnv, kernel_config_features, kernel_reports_info,
+    one_hot,
 )
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
@@ -36,7 +38,7 @@ class HwrngSubsystem:
 
     def __init__(self, k: Kernel, pool: InputPool, params, *, smp_cache_bytes: int, bs: int,
                  reader_cpus=None, kthread_cpus=None, reads_per_step: int | None = None,
-                 logs: bool = False):
+                 logs: bool = False, learned: HwrngLearned | None = None):
         if type(bs) is not int or bs < 1:   # read(fd, buf, 0) in a loop never sleeps: a hang
             raise ConfigError("reader_bs", bs, "an integer number of bytes >= 1")
         self.k, self.pool, self.params = k, pool, params
@@ -45,6 +47,7 @@ class HwrngSubsystem:
         self.reader_cpus = tuple(range(k.nr_cpus)) if reader_cpus is None else tuple(reader_cpus)
         self.kthread_cpus = kthread_cpus
         self.logs = logs    # keep the rng's wait_log and read_log (tests)
+        self.learned = learned   # the fast-forward's memory (None: every poll simulated)
         self.core: HwrngCore | None = None
         self.wait = parse_wait("hwrng_yield")
         #: the step ends after this many of the reader's reads (None: at its time;
@@ -69,7 +72,8 @@ class HwrngSubsystem:
 
     def _probe(self) -> None:
         self.core = bcm2835_rng_probe(self.k, self.params, self.wait, self.pool, self.smp_cache_bytes,
-                                      kthread_cpus=self.kthread_cpus, logs=self.logs)
+                                      kthread_cpus=self.kthread_cpus, logs=self.logs,
+                                      learned=self.learned)
         self.core.rng.quiet_until = self._boot_until
         self.core.read_budget = self.reads_per_step
         if self._boot_until is None:     # probed inside a step: its read counts
@@ -153,7 +157,7 @@ def pool_info(pool: InputPool) -> dict:
 class _HwrngEpisode:
     """One boot of a bcm2835 board with the rng, the hwrng kthread and a reader."""
 
-    def __init__(self, scenario: dict, rng: np.random.Generator):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
         plat = get_platform(scenario["platform"])
         preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
         hz = plat.hz if scenario["hz"] == "platform" else int(scenario["hz"])
@@ -167,7 +171,8 @@ class _HwrngEpisode:
         self.pool = InputPool(self.k)
         self._kernels = (self.k,)
         self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
-                                 bs=int(scenario["reader_bs"]), reads_per_step=1)
+                                 bs=int(scenario["reader_bs"]), reads_per_step=1,
+                                 learned=ff and ff.hwrng)
         # boot until the rng has registered and discarded its warm-up numbers:
         # the first step starts with the hwrng kthread and the reader at
         # /dev/hwrng and the generator running (unless the board keeps it silent)
@@ -300,8 +305,10 @@ class HwrngWaitEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/HwrngWait-v0", actions=None, scenario=None,
-    profile="balanced", reward_weights=None, render_mode=None)``; scenario
-    fields: ``platform``, ``preempt``, ``hz``, ``silent_s``, ``reader_bs``.
+    profile="balanced", reward_weights=None, render_mode=None,
+    fast_forward=True)``; scenario fields: ``platform``, ``preempt``, ``hz``,
+    ``silent_s``, ``reader_bs``.  ``fast_forward=False`` simulates every poll
+    and read in detail (the same trajectories, slower).
 
     ## Version History
 
@@ -332,7 +339,7 @@ class HwrngWaitEnv(KenvEnv):
         "silent_s": ("platform", 0, 5, 10, 25, 30, 60),
         "reader_bs": (4, 16, 32, 64, 128, 256, 512, 1024, 4096),
     }
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("platform == rpi3bplus", 0, 1), ("platform == bcm2835-kernelci", 0, 1),
         ("1 / nr_cpus", 0, 1), ("reader has had no byte yet", 0, 1), ("time since boot / 60 s", 0, 1),
         ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
@@ -350,7 +357,7 @@ class HwrngWaitEnv(KenvEnv):
         return str(parse_wait(a))
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
-        return _HwrngEpisode(scenario, rng)
+        return _HwrngEpisode(scenario, rng, self.ff_memory)
 
     def _episode_action(self, index: int):
         return self._waits[index]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -14,14 +15,16 @@ from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, kernel_reports_info, one_hot
+from .base import (
+    KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, kernel_reports_info, one_hot,
+)
 from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, pool_info
 from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
 from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, resolve_machine
 
 #: the decisions, in the order of the MultiDiscrete action
 DIMENSIONS = ("deferral", "wait", "raid6")
-_SINGLE = {"deferral": RandomMixEnv, "wait": HwrngWaitEnv, "raid6": Raid6BenchEnv}
+_SINGLE = MappingProxyType({"deferral": RandomMixEnv, "wait": HwrngWaitEnv, "raid6": Raid6BenchEnv})
 
 #: The hwrng is a bcm2835-compatible block with rpi3bplus's parameters,
 #: transplanted onto the x86 host (no x86 server has one); it probes 5 ms into
@@ -41,12 +44,13 @@ READER_CPU = 2
 
 
 class _KernelEpisode:
-    def __init__(self, scenario: dict, rng: np.random.Generator):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
         self.plat, self.preempt = resolve_machine(scenario)
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
-                                threshold=int(scenario["threshold"]), step_ns=self.step_ns)
+                                threshold=int(scenario["threshold"]), step_ns=self.step_ns,
+                                learned=ff and ff.qperf)
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
@@ -57,7 +61,7 @@ class _KernelEpisode:
             silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
-                                 kthread_cpus=(READER_CPU,))
+                                 kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng)
         # Boot until the rng has warmed up (RNG_WARMUP_COUNT numbers discarded)
         # and the hwrng kthread has filled the pool: from the first step on, all
         # three decisions act, and modprobe raid6_pq starts with the episode.
@@ -240,7 +244,9 @@ class KernelEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
-    reward_weights=None, render_mode=None)``.
+    reward_weights=None, render_mode=None, fast_forward=True)``.
+    ``fast_forward=False`` simulates every round trip, poll and read in detail
+    (the same trajectories, slower).
 
     ## Version History
 
@@ -273,7 +279,7 @@ class KernelEnv(KenvEnv):
         "load": LOADS,
         "cyclictest_interval_us": (1000, 5000, 10000),
     }
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
         ("previous tcp_lat regression x 5", 0, 1), ("hwrng reader has had no byte yet", 0, 1),
         ("previous hwrng throughput", 0, 1), ("previous hwrng spin", 0, 1),
@@ -352,4 +358,4 @@ class KernelEnv(KenvEnv):
         return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
-        return _KernelEpisode(scenario, rng)
+        return _KernelEpisode(scenario, rng, self.ff_memory)

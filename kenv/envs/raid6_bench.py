@@ -292,10 +292,12 @@ class Raid6BenchEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Raid6Bench-v0", actions=None, scenario=None,
-    profile="balanced", reward_weights=None, render_mode=None)``; ``scenario``
+    profile="balanced", reward_weights=None, render_mode=None,
+    fast_forward=True)``; ``scenario``
     is a packaged mix name, a YAML path or a dict of field overrides
     (``platform``, ``preempt``, ``hz``, ``kernel``, ``load``,
-    ``cyclictest_interval_us``).
+    ``cyclictest_interval_us``).  ``fast_forward`` is accepted like the
+    other envs' and changes nothing (this env has no fast-forward).
 
     ## Version History
 
@@ -332,7 +334,7 @@ class Raid6BenchEnv(KenvEnv):
         "load": LOADS,
         "cyclictest_interval_us": (100, 250, 500, 1000, 2000, 5000, 10000),
     }
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("platform == x86-avx512-32", 0, 1), ("platform == x86-avx2", 0, 1),
         ("continuous hog on the benchmark CPU", 0, 1), ("periodic job on the benchmark CPU", 0, 1),
         ("kernel v5.17 behaviour", 0, 1), ("benchmark progress", 0, 1),

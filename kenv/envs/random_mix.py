@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -14,21 +15,23 @@ from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC, check_period
 from ..workloads.qperf import (
-    QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
+    QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
 )
-from .base import KERNEL_CONFIG_ROWS, NO_VALUE, KenvEnv, kernel_config_features, kernel_reports_info
+from .base import (
+    KERNEL_CONFIG_ROWS, NO_VALUE, FastForwardMemory, KenvEnv, kernel_config_features, kernel_reports_info,
+)
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
 #: the scenario fields of a qperf machine (RandomMix-v0, and Kernel-v0 extends them)
-QPERF_SCENARIO_FIELDS = {
+QPERF_SCENARIO_FIELDS = MappingProxyType({
     "platform": ("x86-ib40g",),
     "preempt": ("platform",) + PREEMPT_MODELS,
     "hz": ("platform",) + ALLOWED_HZ,
     "msg_size": SIZES,
     "threshold": (1024, 64),
     "step_ms": (5, 10, 20, 50, 100),
-}
+})
 
 
 class QperfSubsystem:
@@ -39,14 +42,15 @@ class QperfSubsystem:
     kernel).  Used by RandomMix-v0 and Kernel-v0."""
 
     def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
-                 threshold: int, step_ns: int):
+                 threshold: int, step_ns: int, learned: QperfLearned | None = None):
         self.plat = plat
         self.size = parse_size(str(msg_size))
         self.msg_size_label = format_size(self.size)
         self.threshold = threshold
         self.step_ns = check_period(step_ns, "step")   # (a zero step would freeze simulated time)
         self.wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, threshold=threshold),
-                              preempt=preempt, rng=rng, instances=1)
+                              preempt=preempt, rng=rng, instances=1,
+                              mode="exact" if learned is None else "aggregated", learned=learned)
         self.randoms: list[IrqRandomness] = [h.random for h in self.wl.hosts]
         # the client's and the server's kernel and input pool (QperfTcpLat has
         # these two hosts): the per-step sums below name them, no loop
@@ -56,7 +60,7 @@ class QperfSubsystem:
         self.client_kernel = client.k
         self.client_pool = client.random.input_pool
         # the undisturbed round trip of this size: the latency reference
-        self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size)
+        self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size, learned=learned)
         self.last = 0.0
 
     def bits(self) -> int:
@@ -110,12 +114,13 @@ def resolve_machine(scenario: dict):
 
 
 class _RandomMixEpisode:
-    def __init__(self, scenario: dict, rng: np.random.Generator):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
         self.plat, self.preempt = resolve_machine(scenario)
         self.hz = self.plat.hz
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]),
-                                step_ns=int(float(scenario["step_ms"]) * NSEC_PER_MSEC))
+                                step_ns=int(float(scenario["step_ms"]) * NSEC_PER_MSEC),
+                                learned=ff and ff.qperf)
         self.last_bug = 0.0
         self._bits = self.q.bits()   # bits credited on both hosts so far (the simulation runs in step())
         # the entries of the observation and info that an episode never changes
@@ -241,9 +246,10 @@ class RandomMixEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/RandomMix-v0", actions=None, scenario=None,
-    profile="balanced", reward_weights=None, render_mode=None)``; scenario
-    fields: ``platform``, ``preempt``, ``hz``, ``msg_size``, ``threshold``,
-    ``step_ms``.
+    profile="balanced", reward_weights=None, render_mode=None,
+    fast_forward=True)``; scenario fields: ``platform``, ``preempt``, ``hz``,
+    ``msg_size``, ``threshold``, ``step_ms``.  ``fast_forward=False``
+    simulates every round trip in detail (the same trajectories, slower).
 
     ## Version History
 
@@ -276,11 +282,11 @@ class RandomMixEnv(KenvEnv):
     PATCHED = "timer"
     DEFAULT_SCENARIO = "randommix"
     SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
-    OBS_ROWS = KERNEL_CONFIG_ROWS + [
+    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
         ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
     ]
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _RandomMixEpisode:
-        return _RandomMixEpisode(scenario, rng)
+        return _RandomMixEpisode(scenario, rng, self.ff_memory)
 

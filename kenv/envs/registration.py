@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-ENVS = [
+ENVS = (
     # id, entry point, max_episode_steps
     ("kenv/RandomMix-v0", "kenv.envs.random_mix:RandomMixEnv", 32),
     ("kenv/HwrngWait-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
     ("kenv/Raid6Bench-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
     ("kenv/Kernel-v0", "kenv.envs.kernel_env:KernelEnv", 48),
-]
+)
 
 
 def register_envs() -> None:

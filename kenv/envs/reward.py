@@ -21,13 +21,14 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from ..schema import check_profile_arg, check_profile_file, check_reward_weights
 from .config import load_yaml, packaged_names
 
 COMPONENTS = ("entropy", "throughput", "latency", "rcu_stall", "bug", "spin")
-SIGN = {"entropy": 1.0, "throughput": 1.0, "latency": -1.0, "rcu_stall": -1.0, "bug": -1.0, "spin": -1.0}
+SIGN = MappingProxyType({"entropy": 1.0, "throughput": 1.0, "latency": -1.0, "rcu_stall": -1.0, "bug": -1.0, "spin": -1.0})
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ Each experiment module defines:
 * ``add_arguments(parser)``: its flags (argparse);
 * ``run_from_args(args)``: runs it and returns a result object with
   ``to_dict()`` (the ``--json`` output) and ``format_text()``;
-* ``reproduce_rows(seed)``: the published figures this experiment reproduces,
-  as :class:`ReproRow` (used by ``kenv reproduce``).
+* ``reproduce_rows(seed, fast_forward=True)``: the published figures this
+  experiment reproduces, as :class:`ReproRow` (used by ``kenv reproduce``;
+  ``fast_forward=False`` simulates everything in detail, the same figures).
 
 Published figures appear only in ``reproduce_rows`` and in tests, never in the
 simulator.
@@ -19,15 +20,15 @@ from __future__ import annotations
 import argparse
 import importlib
 from dataclasses import asdict, dataclass
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any, Callable
 
 #: experiment name -> module, in the order ``kenv reproduce`` runs them
-_MODULES = {
+_MODULES = MappingProxyType({
     "qperf-tcp-lat": "qperf_tcp_lat",
     "hwrng-dd": "hwrng_dd",
     "raid6-cyclictest": "raid6_cyclictest",
-}
+})
 
 
 @dataclass

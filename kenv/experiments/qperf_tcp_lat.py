@@ -40,7 +40,9 @@ from ..drivers.random import (
 from ..errors import ConfigError
 from ..kernel.core import check_preempt_model
 from ..platforms import get_platform
-from ..workloads.qperf import QPERF_MODES, QperfTcpLat, format_size, irq_randomness_factory, parse_sizes
+from ..workloads.qperf import (
+    QPERF_MODES, QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_sizes,
+)
 from . import ReproRow
 
 NAME = "qperf-tcp-lat"
@@ -164,10 +166,10 @@ def check_args(platform: str, deferral: str, sizes: str, time_s, instances, pree
 # --------------------------------------------------------------------- run
 
 def _simulate(plat, deferral: str, sizes: list[int], time_s: float, instances: int,
-              preempt: str, threshold: int, seed: int, mode: str) -> dict:
+              preempt: str, threshold: int, seed: int, mode: str, learned: QperfLearned | None) -> dict:
     rng = np.random.default_rng(seed)
     wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, deferral=deferral, threshold=threshold),
-                     preempt=preempt, rng=rng, instances=instances, mode=mode)
+                     preempt=preempt, rng=rng, instances=instances, mode=mode, learned=learned)
     per_size = []
     for s in sizes:
         stats = wl.run_size(s, int(time_s * 1e9))
@@ -190,8 +192,9 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
     (interrupts per mix: 1024, or 64 before 534d2eaf1970), ``seed`` (the
     numpy Generator; only the tick phase at which each size starts is
     random).  ``mode="exact"`` simulates every round trip instead of
-    fast-forwarding the steady ones (same figures, much slower).
-    ``baseline`` also runs ``none`` with the same seed for
+    fast-forwarding the steady ones (same figures, much slower); the
+    fast-forward's memory (:class:`~kenv.workloads.qperf.QperfLearned`) is this
+    call's own, shared by the run and its baseline.  ``baseline`` also runs ``none`` with the same seed for
     ``regression_vs_none`` (a fraction: 0.10 = 10% worse).
     """
     if mode not in QPERF_MODES:
@@ -199,10 +202,11 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
     plat, size_list, t, pre = check_args(platform, deferral, sizes, time_s, instances, preempt,
                                          threshold)
     w0 = time.perf_counter()
-    run = _simulate(plat, deferral, size_list, t, instances, pre, threshold, seed, mode)
+    learned = QperfLearned() if mode == "aggregated" else None
+    run = _simulate(plat, deferral, size_list, t, instances, pre, threshold, seed, mode, learned)
     base = None
     if baseline and deferral != "none":
-        base = _simulate(plat, "none", size_list, t, instances, pre, threshold, seed, mode)
+        base = _simulate(plat, "none", size_list, t, instances, pre, threshold, seed, mode, learned)
     wall = time.perf_counter() - w0
 
     wl: QperfTcpLat = run["wl"]
@@ -277,12 +281,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="none, voluntary, full or rt (default: the platform's, voluntary)")
     parser.add_argument("--threshold", default=FAST_POOL_MIX_THRESHOLD, type=int,
                         help="interrupts per mix: 1024, or 64 (before 534d2eaf1970) (default 1024)")
+    parser.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
+                        help="simulate every round trip (mode exact: the same figures, much slower)")
 
 
 def run_from_args(args: argparse.Namespace) -> QperfTcpLatResult:
     return run_qperf_tcp_lat(platform=args.platform, deferral=args.deferral, sizes=args.sizes,
                              time_s=args.time, instances=args.instances, preempt=args.preempt,
-                             threshold=args.threshold, seed=args.seed)
+                             threshold=args.threshold, seed=args.seed,
+                             mode="aggregated" if args.fast_forward else "exact")
 
 
 # ---------------------------------------------------------- reproduction
@@ -295,12 +302,13 @@ def run_from_args(args: argparse.Namespace) -> QperfTcpLatResult:
 REPRO_TIME_S = 20.0
 
 
-def reproduce_rows(seed: int = 0) -> list[ReproRow]:
+def reproduce_rows(seed: int = 0, fast_forward: bool = True) -> list[ReproRow]:
     """Seed 000: mean tcp_lat over 4K..1024K, workqueue vs timer (~10%), and
     timer vs none (the patch removed the regression)."""
-    wq = run_qperf_tcp_lat(deferral="workqueue", time_s=REPRO_TIME_S, seed=seed, baseline=False)
-    tm = run_qperf_tcp_lat(deferral="timer", time_s=REPRO_TIME_S, seed=seed, baseline=False)
-    none = run_qperf_tcp_lat(deferral="none", time_s=REPRO_TIME_S, seed=seed, baseline=False)
+    kw = dict(time_s=REPRO_TIME_S, seed=seed, baseline=False, mode="aggregated" if fast_forward else "exact")
+    wq = run_qperf_tcp_lat(deferral="workqueue", **kw)
+    tm = run_qperf_tcp_lat(deferral="timer", **kw)
+    none = run_qperf_tcp_lat(deferral="none", **kw)
     rows = [
         ReproRow(SEED_LABEL, "qperf tcp_lat mean 4K..1024K: workqueue vs timer", "fraction",
                  0.10, wq.mean_latency_us / tm.mean_latency_us - 1.0, low=0.07, high=0.13,

@@ -251,7 +251,7 @@ def run_from_args(args: argparse.Namespace) -> Raid6CyclictestResult:
 
 # ------------------------------------------------------------------ reproduce
 
-def reproduce_rows(seed: int = 0) -> list[ReproRow]:
+def reproduce_rows(seed: int = 0, fast_forward: bool = True) -> list[ReproRow]:
     """The seed's figures: worst cyclictest latency during ``modprobe raid6_pq``.
 
     Published (seed 004): "greater than 1.2s when CONFIG_PREEMPT_VOLUNTARY=y,
@@ -259,6 +259,8 @@ def reproduce_rows(seed: int = 0) -> list[ReproRow]:
     CONFIG_PREEMPT_RT=y" (lower bounds; bands are ours), and "beneficial for
     CONFIG_PREEMPT=y and CONFIG_PREEMPT_RT=y, but no effect for
     CONFIG_PREEMPT_VOLUNTARY=y" for migrate_disable (qualitative).
+    ``fast_forward`` changes nothing (no fast-forward here; the argument
+    every experiment's ``reproduce_rows`` takes).
     """
     label = SEED_LABEL
     rows = []

@@ -7,6 +7,7 @@ work wakes the pool's kworker on that CPU; it runs the items, then sleeps.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .core import BLOCK, Kernel, Run, Task, TaskBody
@@ -26,10 +27,10 @@ class work_struct:
         self.name = name or getattr(func, "__name__", "work")
 
 
+@dataclass(frozen=True)
 class workqueue_struct:
-    def __init__(self, name: str, *, highpri: bool):
-        self.name = name
-        self.highpri = highpri
+    name: str
+    highpri: bool
 
 
 system_wq = workqueue_struct("events", highpri=False)

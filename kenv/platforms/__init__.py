@@ -6,18 +6,19 @@ Each platform lives in its own module and documents every parameter's source.
 from __future__ import annotations
 
 import importlib
+from types import MappingProxyType
 
 from ..errors import ConfigError
 from .base import Fitted, Platform
 
 #: platform name -> module defining ``PLATFORM``
-_MODULES = {
+_MODULES = MappingProxyType({
     "rpi3bplus": "rpi3bplus",
     "bcm2835-kernelci": "bcm2835_kernelci",
     "x86-avx512-32": "x86_avx512_32",
     "x86-avx2": "x86_avx2",
     "x86-ib40g": "x86_ib40g",
-}
+})
 
 
 def available_platforms() -> list[str]:

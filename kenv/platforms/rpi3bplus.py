@@ -12,6 +12,8 @@ Two parameters are fitted, one to each of two of those figures (see
 behind all three come from the kernel rules.
 """
 
+from types import MappingProxyType
+
 from ..drivers.hwrng import Bcm2835Params
 from ..kernel.core import SchedCosts
 from ..sim.engine import NSEC_PER_MSEC
@@ -63,16 +65,16 @@ from ..drivers.raid6 import (  # noqa: E402  (raid6 block kept apart from the hw
 
 #: (gen, xor) MB/s on a Cortex-A57, from Ard Biesheuvel's boot log in commit
 #: 0e833e697bcf "md/raid6: delta syndrome for ARM NEON".
-_RAID6_A57_MB_S = {
+_RAID6_A57_MB_S = MappingProxyType({
     "neonx8": (2957, 2232), "neonx4": (2888, 2334), "neonx2": (2528, 1942),
     "neonx1": (1834, 1278), "int64x8": (1773, 1165), "int64x4": (1896, 1321),
     "int64x2": (1343, 1286), "int64x1": (905, 881),
-}
+})
 #: NEON xor() after/before commit 35129dde88af ("md/raid6: use faster
 #: multiplication for ARM NEON delta syndrome", in mainline long before v6.7),
 #: measured on a Cortex-A57: 2281/1680, 3362/2286, 3787/3162, 4239/3389.
-_RAID6_NEON_XOR_SPEEDUP = {"neonx1": 2281 / 1680, "neonx2": 3362 / 2286,
-                           "neonx4": 3787 / 3162, "neonx8": 4239 / 3389}
+_RAID6_NEON_XOR_SPEEDUP = MappingProxyType({"neonx1": 2281 / 1680, "neonx2": 3362 / 2286,
+                           "neonx4": 3787 / 3162, "neonx8": 4239 / 3389})
 #: Assumed: a 1.4 GHz in-order Cortex-A53 runs these loops at 0.4x the A57 of
 #: that log (clock ~0.7x, and narrower issue / half-rate 128-bit NEON ops
 #: ~0.6x); one factor for all variants, so the ranking is the A57's.

@@ -11,6 +11,8 @@ benchmarks the six AVX2/SSE2 variants, gen and xor.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from ..drivers.raid6 import (
     X86_64_RAID6_ALGOS, X86_64_RAID6_RECOV, Raid6Params, build_raid6_algos, build_raid6_recov,
     gen_ns_for_mb_s, xor_ns_for_mb_s,
@@ -24,10 +26,10 @@ from .base import Fitted, Platform
 #: Fitted: gen() MB/s of the AVX2 box's dmesg (kernel-notes §4).  Each is
 #: turned into ns per gen_syndrome(8 disks, 4 KiB) call by gen_ns_for_mb_s():
 #: 24 KiB / (MB/s * 2^20) -- the inverse of the kernel's arithmetic.
-DMESG_GEN_MB_S = {
+DMESG_GEN_MB_S = MappingProxyType({
     "avx2x4": 25330, "avx2x2": 23414, "avx2x1": 18053,
     "sse2x4": 17209, "sse2x2": 16701, "sse2x1": 7835,
-}
+})
 #: Assumed: xor() prints ~0.75 of gen() (the boot log's xor() lines are not
 #: in the notes).  Taken from Ard Biesheuvel's Cortex-A57 log in commit
 #: 0e833e697bcf "md/raid6: delta syndrome for ARM NEON" (neonx8 2232/2957 =
@@ -37,7 +39,7 @@ XOR_OVER_GEN = 0.75
 #: Assumed: the int64 variants run at a fraction of sse2x1.  They are never
 #: benchmarked on x86_64 (prefer 0 < the SIMD variants' 1) and never chosen;
 #: the figure only matters for "the fastest algorithm", which they are not.
-INT64_OVER_SSE2X1 = {"int64x8": 0.55, "int64x4": 0.6, "int64x2": 0.5, "int64x1": 0.3}
+INT64_OVER_SSE2X1 = MappingProxyType({"int64x8": 0.55, "int64x4": 0.6, "int64x2": 0.5, "int64x1": 0.3})
 
 
 def _speeds() -> dict[str, tuple[float, float | None]]:

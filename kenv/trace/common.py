@@ -13,6 +13,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, TextIO
 
 from ..errors import ConfigError
@@ -165,8 +166,8 @@ class Machine:
 
 
 #: slice categories: outer ones first when two start together
-SLICE_RANK = {"env": 0, "aggregated": 1, "task": 2, "nonpreempt": 3, "hardirq": 4, "softirq": 5,
-              "timer": 6}
+SLICE_RANK = MappingProxyType({"env": 0, "aggregated": 1, "task": 2, "nonpreempt": 3, "hardirq": 4, "softirq": 5,
+              "timer": 6})
 #: interrupt context: takes the CPU from whatever task runs there
 INTERRUPT_CATS = ("hardirq", "softirq")
 

@@ -28,13 +28,14 @@ counters and the non-preemptible stretches appear in the perfetto format only.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Iterator, TextIO
 
 from .common import ENV_MACHINE, SLICE_RANK, TraceData, Window, fmt_s, norm_track
 
 #: enum softirq numbers (include/linux/interrupt.h)
-SOFTIRQ_VEC = {"HI": 0, "TIMER": 1, "NET_TX": 2, "NET_RX": 3, "BLOCK": 4, "IRQ_POLL": 5,
-               "TASKLET": 6, "SCHED": 7, "HRTIMER": 8, "RCU": 9}
+SOFTIRQ_VEC = MappingProxyType({"HI": 0, "TIMER": 1, "NET_TX": 2, "NET_RX": 3, "BLOCK": 4, "IRQ_POLL": 5,
+               "TASKLET": 6, "SCHED": 7, "HRTIMER": 8, "RCU": 9})
 LOCAL_TIMER_VECTOR = 236
 FIRST_IRQ = 24
 

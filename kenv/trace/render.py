@@ -19,6 +19,7 @@ with a 3x5 pixel font when rows are tall enough.
 from __future__ import annotations
 
 import zlib
+from types import MappingProxyType
 from typing import Any, Sequence
 
 import numpy as np
@@ -46,11 +47,11 @@ ACTION_PALETTE = ((80, 160, 255), (80, 220, 120), (240, 200, 60), (230, 100, 100
                   (100, 220, 220), (240, 150, 80), (200, 200, 200))
 
 #: 3x5 digits, rows top to bottom, 3 bits each (MSB = left column)
-_DIGITS = {
+_DIGITS = MappingProxyType({
     "0": (7, 5, 5, 5, 7), "1": (2, 6, 2, 2, 7), "2": (7, 1, 7, 4, 7), "3": (7, 1, 7, 1, 7),
     "4": (5, 5, 7, 1, 1), "5": (7, 4, 7, 1, 7), "6": (7, 4, 7, 5, 7), "7": (7, 1, 1, 1, 1),
     "8": (7, 5, 7, 5, 7), "9": (7, 5, 7, 1, 7),
-}
+})
 
 
 def task_color(comm: str) -> tuple[int, int, int]:

@@ -91,11 +91,12 @@ A fast-forward goes on past its last rare round trip -- the refill round trip
 after a trigger one, then steady round trips up to the next mix -- instead of
 ending there, and a trigger interrupt and the mix it schedules (the kworker's
 run, or the timer's expiry at its tick) are one event when both fall inside
-the slice.  What a run learned
-(module ``_LEARNED``, keyed by the machine and the size) starts the next runs of
-the same machine and size in the process, and the latency reference of the
-environments comes from :func:`steady_round_trip`, so no figure depends on what
-the process ran before.  ``mode="exact"`` turns the fast-forward off (every
+the slice.  What a run learned (a :class:`QperfLearned`, keyed by the machine
+and the size, owned by the simulation and passed down explicitly: an
+environment keeps one across its episodes, an experiment run makes its own)
+starts the next runs of the same machine and size that share it, and the
+latency reference of the environments comes from :func:`steady_round_trip`,
+so no figure depends on what ran before.  ``mode="exact"`` turns the fast-forward off (every
 round trip is simulated); the test and the benchmark check that both modes give
 the same figures.
 """
@@ -105,6 +106,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -128,11 +130,63 @@ NO_REFILLS = ((False, False), (False, False))
 #: a round trip's deltas (_state) on one host when there is no such round trip
 _NO_DELTAS = (0,) * 7
 
-#: The round trips measured so far in this process (the steady one with its busy
-#: stretches, and the refill round trips), per machine, CPU and message size
-#: (_machine_key): they are a function of those, so a new run of the same
-#: machine starts with them instead of measuring them again.
-_LEARNED: dict[tuple, dict] = {}
+#: tables kept per QperfLearned (one per machine, CPU and message size; the
+#: steady round trips of steady_round_trip() likewise): past this many the
+#: least recently used one is forgotten (measured again when it comes back).
+#: RandomMix-v0's and Kernel-v0's scenario fields allow 4 preemption models
+#: x 4 HZ x 9 sizes = 144 machines and sizes on x86-ib40g.
+MAX_QPERF_TABLES = 64
+
+
+def _new_table() -> dict:
+    return {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}}
+
+
+class QperfLearned:
+    """The round trips one simulation has measured (the steady one with its
+    busy stretches, the refill, trigger and tick round trips), per machine,
+    CPU and message size (:func:`_machine_key`): they are a function of those,
+    so a later run of the same machine starts with them instead of measuring
+    them again; and :func:`steady_round_trip`'s answers.  Owned by whoever
+    runs the simulation (an environment keeps one across its episodes, an
+    experiment run makes its own) and passed down to :class:`QperfTcpLat`;
+    at most ``max_tables`` of each, the least recently used forgotten first."""
+
+    __slots__ = ("_tables", "_steady_rtt", "max_tables")
+
+    def __init__(self, max_tables: int = MAX_QPERF_TABLES):
+        self._tables: OrderedDict[tuple, dict] = OrderedDict()
+        self._steady_rtt: OrderedDict[tuple, int] = OrderedDict()
+        self.max_tables = max_tables
+
+    def table(self, key: tuple) -> dict:
+        """The round trips learned for ``key`` (new, empty tables if none)."""
+        return _lru_get(self._tables, key, _new_table, self.max_tables)
+
+    def tables(self) -> list[dict]:
+        """The tables kept, least recently used first."""
+        return list(self._tables.values())
+
+    def steady_rtt(self, key: tuple, measure) -> int:
+        """The steady round trip of ``key``: the one kept, else ``measure()``'s."""
+        return _lru_get(self._steady_rtt, key, measure, self.max_tables)
+
+    def clear(self) -> None:
+        """Forget everything learned."""
+        self._tables.clear()
+        self._steady_rtt.clear()
+
+
+def _lru_get(d: OrderedDict, key, make, cap: int):
+    """``d[key]``, made with ``make()`` if missing; ``d`` keeps the ``cap`` most recently used."""
+    v = d.get(key)
+    if v is None:
+        v = d[key] = make()
+        if len(d) > cap:
+            d.popitem(last=False)
+    else:
+        d.move_to_end(key)
+    return v
 
 
 def _machine_key(nic: "NicParams", stack: "HostStackParams", costs, hz: int, preempt: str,
@@ -150,10 +204,6 @@ def irq_randomness_factory(platform: "Platform", *, deferral: str = "timer",
         return IrqRandomness(k, deferral=deferral, threshold=threshold, params=platform.extra["random"],
                              long_bits=platform.long_bits)
     return factory
-
-#: The mode of a QperfTcpLat created without one: fast-forward steady round trips
-#: ("aggregated"); the tests set it False to compare with every round trip simulated.
-FAST_FORWARD = True
 
 #: IPv4 (20) + TCP (20) + TCP timestamps option (12): MSS = MTU - 52.
 TCP_IP_HEADER_BYTES = 52
@@ -575,7 +625,7 @@ class QperfPair:
         # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
         # the steady one (twice alike) per set of refills owed, then replayed
         self.refill_rts: dict[tuple, tuple] = {}      # refills owed -> (rtt, deltas, irqs per rt, offsets)
-        self._learned: dict = {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}}   # from _LEARNED
+        self._learned: dict = _new_table()   # from the workload's QperfLearned
         self._refill_candidate: dict[tuple, tuple] = {}
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         self._jumping: tuple | None = None     # (start, round trips, record, trigger) of the fast-forward in progress
@@ -1203,17 +1253,17 @@ class QperfPair:
 
     def start_size(self, size: int) -> None:
         """A new message size: what was measured at another size does not
-        hold; take what this process learned at this one, if anything, and
-        learn into it (exact mode: learn for this run only)."""
+        hold; take what the workload's QperfLearned holds for this one, if
+        anything, and learn into it (exact mode: learn for this run only)."""
         self.steady_size = size
         self._refill_candidate, self._refill_measuring = {}, None
         self._trigger_candidate, self._trigger_measuring = {}, None
         if self.wl.fast_forward:
             k = self.client.k
             key = _machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.cpu, size)
-            self._learned = _LEARNED.setdefault(key, {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}})
+            self._learned = self.wl.learned.table(key)
         else:
-            self._learned = {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}}
+            self._learned = _new_table()
         self.steady, self.busy = self._learned.get("steady", (None, None))
         self.refill_rts = self._learned["refill"]
         self.trigger_rts = self._learned["trigger"]
@@ -1711,12 +1761,14 @@ class QperfTcpLat:
     """The seed's qperf run on two hosts: ``pairs`` client/server pairs, one size at a time.
 
     ``random_factory(kernel)`` builds each host's :class:`IrqRandomness`.
+    ``mode``: ``"aggregated"`` fast-forwards steady round trips, ``"exact"``
+    simulates every one (the same figures, slower).  ``learned``: what the
+    fast-forward learns goes there and is taken from there (the simulation's
+    :class:`QperfLearned`, shared by its runs); None: this run's own.
     """
 
     def __init__(self, platform: "Platform", *, random_factory, preempt: str, rng,
-                 instances: int = 1, mode: str | None = None):
-        if mode is None:
-            mode = "aggregated" if FAST_FORWARD else "exact"
+                 instances: int = 1, mode: str = "aggregated", learned: QperfLearned | None = None):
         if mode not in QPERF_MODES:
             raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
         if platform.nic is None or "qperf_host" not in platform.extra:
@@ -1728,6 +1780,9 @@ class QperfTcpLat:
         self.stack: HostStackParams = platform.extra["qperf_host"]
         self.rng = rng
         self.fast_forward = mode == "aggregated"
+        #: the fast-forward's memory (None in exact mode)
+        self.learned: QperfLearned | None = ((learned if learned is not None else QperfLearned())
+                                             if self.fast_forward else None)
         self.engine = Engine()
         self.hosts = [QperfHost(self.engine, platform, role, random_factory=random_factory,
                                 preempt=preempt, rng=rng) for role in ("client", "server")]
@@ -1839,31 +1894,30 @@ class QperfTcpLat:
                 for p, start in zip(self.pairs, starts)]
 
 
-#: steady_round_trip()'s answers, per machine and size
-_STEADY_RTT: dict[tuple, int] = {}
-
-
-def steady_round_trip(platform: "Platform", *, preempt: str, size: int) -> int:
+def steady_round_trip(platform: "Platform", *, preempt: str, size: int,
+                      learned: QperfLearned | None = None) -> int:
     """The undisturbed round trip (ns) of ``size``-byte messages between two
     ``platform`` hosts with ``preempt``: the steady round trip the fast-forward
-    measures, here from a short run of its own (once per machine and size in a
-    process), so that what a run reports against it does not depend on when
-    that run got to measure it."""
+    measures, here from a short run of its own (once per machine and size
+    for a ``learned``; every call without one, every round trip simulated), so
+    that what a run reports against it does not depend on when that run got
+    to measure it."""
     key = _machine_key(platform.nic, platform.extra["qperf_host"], platform.sched, platform.hz, preempt,
                        platform.nr_cpus) + (size,)
-    rtt = _STEADY_RTT.get(key)
-    if rtt is None:
+
+    def measure() -> int:
         wl = QperfTcpLat(platform, random_factory=irq_randomness_factory(platform), preempt=preempt,
-                         rng=np.random.default_rng(0))
+                         rng=np.random.default_rng(0), mode="exact" if learned is None else "aggregated",
+                         learned=learned)
         pair = wl.pairs[0]
         for _ in range(1000):   # a millisecond at a time, until it is measured (at most 1 s)
             wl.run_slice(size, wl.engine.now + NSEC_PER_MSEC)
             if pair.steady is not None:
-                break
-        else:  # pragma: no cover - two clean round trips alike come within a few
-            raise RuntimeError(f"qperf: no steady round trip at {size} bytes on {platform.name}")
-        rtt = _STEADY_RTT[key] = pair.steady[0]
-    return rtt
+                return pair.steady[0]
+        # pragma: no cover - two clean round trips alike come within a few
+        raise RuntimeError(f"qperf: no steady round trip at {size} bytes on {platform.name}")
+
+    return measure() if learned is None else learned.steady_rtt(key, measure)
 
 
 def _counters(pair: "QperfPair") -> tuple[int, int, int, int]:
@@ -1964,7 +2018,7 @@ def format_size(n: int) -> str:
 
 
 __all__ = [
-    "HostStackParams", "NicParams", "QperfEndpoint", "QperfHost", "QperfPair", "QperfTcpLat",
+    "HostStackParams", "NicParams", "QperfEndpoint", "QperfHost", "QperfLearned", "QperfPair", "QperfTcpLat",
     "RxMessage", "SizeStats", "format_size", "irq_randomness_factory", "parse_size", "parse_sizes",
     "steady_round_trip",
 ]
