@@ -139,7 +139,7 @@ def _choice_type(choices: Sequence[Any]) -> Any:
     return Literal[tuple(choices)]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=64)   # (per env's SCENARIO_FIELDS: four in kenv; bounded all the same)
 def _scenario_models(fields: tuple[tuple[str, tuple], ...]) -> tuple[TypeAdapter, TypeAdapter]:
     """(one scenario: each field one choice, mix: each field a choice or {choice: weight})."""
     one, mix = {}, {}

@@ -22,6 +22,8 @@ import pkgutil
 import re
 import types
 
+import pydantic
+
 import kenv
 from kenv.kernel.core import _Marker
 
@@ -38,11 +40,16 @@ ALLOWED = {
     # a pure function's memo (a NIC's interrupt shape of a message size):
     # what it returns does not depend on what was asked before; bounded
     ("kenv.workloads.qperf", "_message_shape"): "bounded memo of a pure function",
+    # the pydantic models of an env's scenario fields, built once per set of
+    # fields: a pure function of its argument; bounded
+    ("kenv.schema", "_scenario_models"): "bounded memo of a pure function",
 }
 
 _CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None), range, re.Pattern,
                    types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
-                   types.MethodType, functools.partial, enum.Enum, __future__._Feature, _Marker)
+                   types.MethodType, functools.partial, enum.Enum, __future__._Feature, _Marker,
+                   # a compiled pydantic validator: validating changes nothing in it
+                   pydantic.TypeAdapter)
 
 
 def _immutable(v, depth: int = 0) -> bool:
@@ -87,6 +94,8 @@ def test_allowed_globals_are_as_described():
 
     assert engine._PENDING == [] and probes._INSTALLED == [] and probes._SAVED == {}
     assert qperf._message_shape.cache_info().maxsize is not None
+    from kenv import schema
+    assert schema._scenario_models.cache_info().maxsize is not None
     for mod, name in ALLOWED:
         assert hasattr(importlib.import_module(mod), name), (mod, name)   # no stale entry
 

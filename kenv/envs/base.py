@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
 
 import gymnasium as gym
@@ -57,7 +58,7 @@ KERNEL_CONFIG_ROWS = (
 NO_VALUE = -1.0
 
 #: the reward components in reset()'s info (no step yet)
-_NO_COMPONENTS = dict.fromkeys(COMPONENTS, 0.0)
+_NO_COMPONENTS = MappingProxyType(dict.fromkeys(COMPONENTS, 0.0))
 
 
 def kernel_reports_info(stall_kernels: Sequence, bug_kernels: Sequence) -> dict:
@@ -362,7 +363,7 @@ class KenvEnv(gym.Env):
         # table of each env's docstring): reset() the step-only ones' neutral values
         if comps is None:    # reset()
             return {"scenario": self._scenario_info.copy(), "profile": self.profile.name,
-                    "reward_components": _NO_COMPONENTS.copy(), "action_name": "",
+                    "reward_components": dict(_NO_COMPONENTS), "action_name": "",
                     **self._episode.info(), **self._episode.raw_at_reset()}
         return {"scenario": self._scenario_info.copy(), "profile": self.profile.name,
                 "reward_components": comps,  # a new dict every step

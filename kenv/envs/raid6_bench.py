@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -25,10 +26,10 @@ MAX_WINDOWS = 18
 #: a step never simulates more than this (guards against a stuck scenario)
 STEP_LIMIT_NS = 30 * NSEC_PER_SEC
 #: ``info["window"]`` of a step in which no benchmark window ended (and of reset)
-NO_WINDOW = {"algo": "", "kind": "", "perf": -1, "mb_s": -1, "lost_fraction": NO_VALUE}
+NO_WINDOW = MappingProxyType({"algo": "", "kind": "", "perf": -1, "mb_s": -1, "lost_fraction": NO_VALUE})
 #: the benchmark's result in info until modprobe exits
-NO_RESULT = {"chosen": "", "best": "", "chosen_gen_mb_s": NO_VALUE, "best_gen_mb_s": NO_VALUE,
-             "throughput_lost": NO_VALUE, "dmesg": "", "load_s": NO_VALUE}
+NO_RESULT = MappingProxyType({"chosen": "", "best": "", "chosen_gen_mb_s": NO_VALUE, "best_gen_mb_s": NO_VALUE,
+             "throughput_lost": NO_VALUE, "dmesg": "", "load_s": NO_VALUE})
 
 
 class _ProbeCyclictest(Cyclictest):
@@ -102,7 +103,7 @@ class Raid6Subsystem:
         lost = win.lost_fraction if win is not None else 0.0
         self.last = [latency, lost]
         m = {"latency": latency, "throughput": 0.0,
-             "raw": {"worst_wakeup_us": worst / 1000.0, "window": NO_WINDOW.copy() if win is None else
+             "raw": {"worst_wakeup_us": worst / 1000.0, "window": dict(NO_WINDOW) if win is None else
                      {"algo": win.algo, "kind": win.kind, "perf": int(win.perf), "mb_s": int(win.mb_s),
                       "lost_fraction": float(lost)}}}
         if self.mp.done and not self.credited:
@@ -122,7 +123,7 @@ class Raid6Subsystem:
     @staticmethod
     def raw_at_reset() -> dict:
         """The step-only info entries before the first step (and of a step without raid6)."""
-        return {"worst_wakeup_us": NO_VALUE, "window": NO_WINDOW.copy()}
+        return {"worst_wakeup_us": NO_VALUE, "window": dict(NO_WINDOW)}
 
     def observation(self) -> list[float]:
         return [float(self.load is not None and self.load.continuous),
