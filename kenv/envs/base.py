@@ -10,7 +10,6 @@ reward profile and builds the observation.
 
 from __future__ import annotations
 
-import copy
 import math
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
@@ -234,16 +233,16 @@ class KenvEnv(gym.Env):
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seed = check_seed(seed)
-        check_reset_options(options, self.SCENARIO_FIELDS)   # (before anything changes)
+        override = check_reset_options(options, self.SCENARIO_FIELDS)   # (before anything changes)
         super().reset(seed=seed)
-        # (the state property builds a new dict: nothing else holds it)
-        self._replay = (self.np_random.bit_generator.state, copy.deepcopy(options))
+        # what replays the episode (_replay_episode): the generator state at this
+        # reset (the state property builds a new dict: nothing else holds it) and
+        # the checked scenario override (a new dict of canonical values, or None)
+        self._replay = (self.np_random.bit_generator.state, override)
         self._taken = []
-        return self._start(options)
+        return self._start(override)
 
-    def _start(self, options: dict | None):
-        # (checked again here for __setstate__'s replay; the canonical values)
-        override = check_reset_options(options, self.SCENARIO_FIELDS)
+    def _start(self, override: dict | None):
         scenario = self.mix.sample(self.np_random)
         if override:
             scenario.update(override)
@@ -286,13 +285,23 @@ class KenvEnv(gym.Env):
     def __setstate__(self, state):
         self.__init__(**state["kwargs"])
         if state["replay"] is not None:
-            rng_state, options = state["replay"]
             self._np_random = np.random.Generator(np.random.PCG64())
-            self._np_random.bit_generator.state = rng_state
             self._replay = state["replay"]
-            self._start(options)
-            for a in state["taken"]:
-                self.step(a)
+            self._taken = list(state["taken"])
+            self._replay_episode()
+
+    def _replay_episode(self, record: bool = False) -> None:
+        """Rebuild the current episode from the generator state of its reset
+        and the actions taken since (the simulation is a function of them),
+        recording its steps from the start if ``record`` (rgb_array)."""
+        rng_state, override = self._replay
+        taken, self._taken = self._taken, []
+        self.np_random.bit_generator.state = rng_state
+        self._start(override)
+        if record:
+            self._timeline = self._make_timeline()
+        for a in taken:
+            self.step(a)
 
     @property
     def scenario(self) -> dict:
@@ -323,15 +332,8 @@ class KenvEnv(gym.Env):
         if not self._taken:
             self._timeline = self._make_timeline()
             return
-        rng_state, options = self._replay
-        taken = self._taken
         live_rng = self.np_random.bit_generator.state
-        self.np_random.bit_generator.state = rng_state
-        self._taken = []
-        self._start(options)
-        self._timeline = self._make_timeline()
-        for a in taken:
-            self.step(a)
+        self._replay_episode(record=True)
         # (a step draws nothing from np_random: the replayed reset left it where it was)
         self.np_random.bit_generator.state = live_rng
 

@@ -149,7 +149,7 @@ class HwrngSubsystem:
 
 
 def pool_info(pool: InputPool) -> dict:
-    """The input pool's info entries (``crng_ready_s``: NaN until the crng is READY)."""
+    """The input pool's info entries (``crng_ready_s``: -1.0, NO_VALUE, until the crng is READY)."""
     return {"crng_init": pool.crng_init, "bits_credited_total": pool.init_bits,
             "crng_ready_s": NO_VALUE if pool.ready_ns is None else pool.ready_ns / NSEC_PER_SEC}
 

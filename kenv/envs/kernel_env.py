@@ -119,7 +119,7 @@ class _KernelEpisode:
         return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
                 **self.hw.info(), **self.r6.info(), **pool_info(self.pool),
                 # RCU stalls of this machine (the client); BUGs of both hosts
-                **kernel_reports_info(self._stall_kernels, self.q._kernels)}
+                **kernel_reports_info(self._stall_kernels, self.q.kernels)}
 
     def raw_at_reset(self) -> dict:
         return {**QperfSubsystem.RAW_AT_RESET, **HwrngSubsystem.RAW_AT_RESET, **Raid6Subsystem.raw_at_reset(),

@@ -55,7 +55,7 @@ class QperfSubsystem:
         # the client's and the server's kernel and input pool (QperfTcpLat has
         # these two hosts): the per-step sums below name them, no loop
         client, server = self.wl.hosts
-        self._kernels = (client.k, server.k)
+        self.kernels = (client.k, server.k)
         self._pools = (client.random.input_pool, server.random.input_pool)
         self.client_kernel = client.k
         self.client_pool = client.random.input_pool
@@ -68,7 +68,7 @@ class QperfSubsystem:
         return a.init_bits + b.init_bits
 
     def bugs(self) -> int:
-        a, b = self._kernels
+        a, b = self.kernels
         return len(a.bugs) + len(b.bugs)
 
     def mixes(self) -> int:
@@ -101,7 +101,7 @@ class QperfSubsystem:
                "bits_credited_total": np.array((a.init_bits, b.init_bits), dtype=np.int64),
                "crng_ready_s": np.array((NO_VALUE if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
                                          NO_VALUE if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC)),
-                **kernel_reports_info(self._kernels, self._kernels)}
+                **kernel_reports_info(self.kernels, self.kernels)}
 
 
 def resolve_machine(scenario: dict):
