@@ -32,6 +32,7 @@ ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable
@@ -42,6 +43,10 @@ from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .jiffies import check_hz, initial_jiffies, tick_nsec
 from .timer import TimerWheel
+from .tracepoints import (
+    record_slice, trace_finish, trace_instant, trace_np_end, trace_sched_switch, trace_sched_wakeup,
+    trace_switch_out,
+)
 
 PREEMPT_MODELS = ("none", "voluntary", "full", "rt")
 
@@ -71,11 +76,6 @@ def check_preempt_model(model: str) -> str:
     if model not in PREEMPT_MODELS:
         raise ConfigError("preempt", model, ", ".join(PREEMPT_MODELS))
     return model
-
-
-def task_prio(p: "Task") -> int:
-    """The ``prio`` ftrace prints: 120 + nice for SCHED_NORMAL, 99 - rt_priority for FIFO."""
-    return 99 - p.rt_priority if p.policy == SCHED_FIFO else 120 + p.nice
 
 
 # --------------------------------------------------------------------------
@@ -323,7 +323,7 @@ class Kernel:
         if engine.recorder is not None:  # the machine's description, for trace headers
             engine.recorder.instant("kernel", (name, 0), "kernel_boot", engine.now, nr_cpus=nr_cpus,
                                     hz=self.HZ, preempt=preempt)
-            engine.recorder.finish_hooks.append(self._trace_finish)
+            engine.recorder.finish_hooks.append(functools.partial(trace_finish, self))
 
     # ---------------------------------------------------------------- time
     @property
@@ -346,85 +346,14 @@ class Kernel:
         return (t // self.TICK_NSEC + 1) * self.TICK_NSEC
 
     # --------------------------------------------------------------- tracing
-    # Everything below runs only with a recorder attached (engine.recorder);
-    # tracks are (machine, cpu) with machine = this kernel's name, so two
-    # kernels on one engine (qperf's client and server) keep apart.
-    def _record_slice(self, cpu: int, name: str, start: int, end: int, cat: str = "task",
-                      **args: Any) -> None:
-        rec = self.engine.recorder
-        if rec is not None and (end > start or (end == start and cat != "task")):
-            rec.slice(cat, (self.name, cpu), name, start, end, **args)
-
-    def trace_instant(self, cpu: int, name: str, **args: Any) -> None:
-        rec = self.engine.recorder
-        if rec is not None:
-            rec.instant("kernel", (self.name, cpu), name, self.engine.now, **args)
-
-    def _trace_switch_out(self, rq: CPU, p: Task, state: str) -> None:
-        """``p`` leaves ``rq`` (``state``: R+ preempted, S blocked, X exited):
-        its slice, and the prev_* fields of the sched_switch that follows."""
-        rec = self.engine.recorder
-        now = self.engine.now
-        prio = task_prio(p)
-        if now >= p._switched_in:  # zero-length too: cyclictest runs ~0 ns between its sleeps
-            rec.slice("task", (self.name, rq.id), p.comm, p._switched_in, now, pid=p.pid, prio=prio)
-        if state == "X":
-            rec.instant("sched", (self.name, rq.id), "sched_process_exit", now,
-                        comm=p.comm, pid=p.pid, prio=prio)
-        rq.trace_prev = (p.comm, p.pid, prio, state)
-
-    def _trace_switch(self, rq: CPU, nxt: Task | None, t: int) -> None:
-        """sched_switch on ``rq`` at ``t`` (``nxt`` None: to the idle task)."""
-        rec = self.engine.recorder
-        idle = (f"swapper/{rq.id}", 0, 120)
-        pc, pp, pprio, pstate = rq.trace_prev if rq.trace_prev is not None else idle + ("R",)
-        rq.trace_prev = None
-        nc, np_, nprio = (nxt.comm, nxt.pid, task_prio(nxt)) if nxt is not None else idle
-        track = (self.name, rq.id)
-        rec.instant("sched", track, "sched_switch", t, prev_comm=pc, prev_pid=pp, prev_prio=pprio,
-                    prev_state=pstate, next_comm=nc, next_pid=np_, next_prio=nprio)
-        rec.counter("runnable tasks", f"cpu{rq.id}", t, rq.nr_running, self.name)
-
-    def _trace_wakeup(self, rq: CPU, p: Task) -> None:
-        rec = self.engine.recorder
-        now = self.engine.now
-        rec.instant("sched", (self.name, rq.id), "sched_wakeup", now, comm=p.comm, pid=p.pid,
-                    prio=task_prio(p), target_cpu=rq.id)
-        rec.counter("runnable tasks", f"cpu{rq.id}", now, rq.nr_running, self.name)
-
-    def _trace_finish(self, rec: Any) -> None:
-        """Recording ends: what is still running (and still non-preemptible)
-        on each CPU gets its slice up to now, marked ``running``."""
-        if self.engine.recorder is not rec:
-            return
-        now = self.engine.now
-        for rq in self.cpus:
-            p = rq.curr
-            if p is not None and now >= p._switched_in:
-                rec.slice("task", (self.name, rq.id), p.comm, p._switched_in, now, pid=p.pid,
-                          prio=task_prio(p), running=True)
-            if rq.qs_stretch_start is not None:
-                self._trace_np_end(rq, reopen=True)
-
-    def _trace_np_end(self, rq: CPU, reopen: bool = False) -> None:
-        """A non-preemptible stretch on ``rq`` ends now (or pauses at a
-        cond_resched() that did not reschedule, ``reopen``).  On full/rt it is
-        a preempt_disable() section; on none/voluntary, kernel code from its
-        first instruction to the next context switch, return to user mode or
-        cond_resched() -- the stretch the RCU stall detector watches."""
-        start = rq.qs_stretch_start
-        if rq.trace_np_start is not None and rq.trace_np_start > start:
-            start = rq.trace_np_start
-        now = self.engine.now
-        rq.trace_np_start = now if reopen else None
-        if now > start:
-            name = "preempt_disable" if self.preemptible else f"non-preemptible kernel code ({self.preempt})"
-            self.engine.recorder.slice("nonpreempt", (self.name, rq.id), name, start, now)
+    #: ``k.trace_instant(cpu, name, **args)``: a kernel event on the trace, if
+    #: one is recorded (the function itself, as a method: no extra call)
+    trace_instant = trace_instant
 
     def BUG(self, msg: str, cpu: int = 0) -> None:
         """A kernel BUG/splat: recorded, never raised."""
         self.bugs.append(msg)
-        self.trace_instant(cpu, "BUG", msg=msg)
+        trace_instant(self, cpu, "BUG", msg=msg)
 
     # ----------------------------------------------------------------- tasks
     def kthread_run(self, body: Callable[[Task], TaskBody], comm: str, *, cpu: int | None = None,
@@ -464,7 +393,7 @@ class Kernel:
         p.woken_vruntime = p.vruntime
         self._enqueue(rq, p)
         if self.engine.recorder is not None:
-            self._trace_wakeup(rq, p)
+            trace_sched_wakeup(self, rq, p)
         self.check_preempt_curr(rq, p)
         return True
 
@@ -612,7 +541,7 @@ class Kernel:
     def _put_prev(self, rq: CPU, p: Task) -> None:
         """Put the preempted current task back on the runqueue (at the head for RT)."""
         if self.engine.recorder is not None:
-            self._trace_switch_out(rq, p, "R+")
+            trace_switch_out(self, rq, p, "R+")
         rq.curr = None
         p.state = TASK_RUNNABLE
         if p.is_rt:
@@ -665,7 +594,7 @@ class Kernel:
                 rq.busy_log.append((rq._busy_from, now))
                 rq._busy_from = None
             if engine.recorder is not None and rq.trace_prev is not None:
-                self._trace_switch(rq, None, max(now, rq.irq_until))
+                trace_sched_switch(self, rq, None, max(now, rq.irq_until))
             return
         cfs = rq.cfs_queue
         if cfs:
@@ -693,7 +622,7 @@ class Kernel:
             # task's start by what is left of it, not by its whole length)
             rq.busy_log.append((start - self.costs.context_switch_ns, start))
         if engine.recorder is not None:
-            self._trace_switch(rq, nxt, start - self.costs.context_switch_ns)
+            trace_sched_switch(self, rq, nxt, start - self.costs.context_switch_ns)
         if cfs and not nxt.is_rt:
             self._arm_slice(rq)
         engine.at(start, self._continue, nxt)
@@ -814,7 +743,7 @@ class Kernel:
                 p.state = TASK_SLEEPING
                 p.nvcsw += 1
                 if engine.recorder is not None:
-                    self._trace_switch_out(rq, p, "S")
+                    trace_switch_out(self, rq, p, "S")
                 rq.curr = None
                 self._schedule(rq)
                 return
@@ -828,7 +757,7 @@ class Kernel:
                     return
                 if (req is COND_RESCHED and engine.recorder is not None
                         and rq.qs_stretch_start is not None and not self.preemptible):
-                    self._trace_np_end(rq, reopen=True)  # a preemption point, not taken
+                    trace_np_end(self, rq, reopen=True)  # a preemption point, not taken
                 continue
             raise TypeError(f"task {p.comm} yielded {req!r}; expected Run, RunUntil, BLOCK, COND_RESCHED")
 
@@ -902,7 +831,7 @@ class Kernel:
         p.state = TASK_DEAD
         p._chunk = None
         if self.engine.recorder is not None:
-            self._trace_switch_out(rq, p, "X")
+            trace_switch_out(self, rq, p, "X")
         rq.curr = None
         for fn in p.on_exit:
             fn(p)
@@ -953,7 +882,7 @@ class Kernel:
         else:
             start = max(self.engine.now, self.cpus[cpu].irq_until)
             end = self.steal(cpu, cost_ns)
-            self._record_slice(cpu, name, start, end, cat="hardirq")
+            record_slice(self, cpu, name, start, end, cat="hardirq")
         if handler is not None:
             handler(*args)
         return end
@@ -966,7 +895,7 @@ class Kernel:
         else:
             start = max(self.engine.now, self.cpus[cpu].irq_until)
             end = self.steal(cpu, cost_ns)
-            self._record_slice(cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
+            record_slice(self, cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
         if fn is not None:
             fn(*args)
         return end
@@ -975,7 +904,7 @@ class Kernel:
     def _rcu_qs(self, rq: CPU) -> None:
         """rcu_qs(): this CPU passed a quiescent state."""
         if rq.qs_stretch_start is not None and self.engine.recorder is not None:
-            self._trace_np_end(rq)
+            trace_np_end(self, rq)
         rq.last_qs = self.engine.now
         rq.qs_stretch_start = None
 
@@ -1035,7 +964,7 @@ class Kernel:
         comm = rq.curr.comm if rq.curr is not None else "swapper"
         stall = RcuStall(now, rq.id, self.jiffies - gp_start, comm)
         self.rcu_stalls.append(stall)
-        self.trace_instant(rq.id, "rcu_stall", t_jiffies=stall.t_jiffies, comm=comm)
+        trace_instant(self, rq.id, "rcu_stall", t_jiffies=stall.t_jiffies, comm=comm)
         # print_cpu_stall(): the next report comes 3 * timeout + 3 jiffies later.
         rq.rcu_next_report = now + (3 * self.rcu_cpu_stall_timeout * self.HZ + 3) * self.TICK_NSEC
         rq._rcu_ev = self.engine.at(rq.rcu_next_report, self._rcu_check, rq)
