@@ -287,7 +287,7 @@ def test_info_reports_both_hosts_bugs_and_stalls_as_counts_and_the_last(env_id):
     """The qperf envs' info counts the client's and the server's BUG reports and
     RCU stalls (Kernel-v0's stalls: its one machine, the client) and names the
     last one (the server's if it has one), with sentinels before any."""
-    from kenv.kernel.core import RcuStall
+    from kenv.kernel.rcu import RcuStall
 
     env = gym.make(env_id).unwrapped
     _, info = env.reset(seed=0)

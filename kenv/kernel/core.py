@@ -28,6 +28,9 @@ Preemption models (``CONFIG_PREEMPT_*``):
 
 Only the events that matter are simulated: wakeups, context switches, the
 ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
+The scheduler reports quiescent states to :mod:`kenv.kernel.rcu` (RCU stall
+detection) and, with a recorder attached, its events to
+:mod:`kenv.kernel.tracepoints`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .jiffies import check_hz, initial_jiffies, tick_nsec
+from .rcu import RcuStall, rcu_preempt_disabled, rcu_qs, rcu_stretch_begin
 from .timer import TimerWheel
 from .tracepoints import (
     record_slice, trace_finish, trace_instant, trace_np_end, trace_sched_switch, trace_sched_wakeup,
@@ -265,25 +269,6 @@ class RunQueues(dict):
         return self.nr_cpus
 
 
-@dataclass
-class RcuStall:
-    """One "rcu: INFO: rcu_sched self-detected stall on CPU" report."""
-
-    t_ns: int
-    cpu: int
-    t_jiffies: int  # the ``t=`` field: jiffies since the grace period started
-    task: str
-
-    @property
-    def t_s(self) -> float:
-        return self.t_ns / 1e9
-
-    def dmesg(self) -> str:
-        return (f"[{self.t_s:12.6f}] rcu: INFO: rcu_sched self-detected stall on CPU\n"
-                f"[{self.t_s:12.6f}] rcu: \t{self.cpu}-....: (t={self.t_jiffies} jiffies) "
-                f"comm: {self.task}")
-
-
 class Kernel:
     """One simulated machine: CPUs, jiffies, the timer wheel, the scheduler.
 
@@ -428,7 +413,7 @@ class Kernel:
         if sev is not None:
             sev.cancel()
             rq._slice_ev = None
-        rq.last_qs = t_kick                                 # _rcu_qs(): a context switch
+        rq.last_qs = t_kick                                 # rcu_qs(): a context switch
         rq.qs_stretch_start = None
         if p.vruntime > rq.min_vruntime:
             rq.min_vruntime = p.vruntime
@@ -587,7 +572,7 @@ class Kernel:
             rq._slice_ev = None
         nxt = self._pick_next(rq)
         now = engine.now
-        self._rcu_qs(rq)  # a context switch is a quiescent state
+        rcu_qs(self, rq)  # a context switch is a quiescent state
         if nxt is None:
             rq.idle_since = now
             if rq.busy_log is not None and rq._busy_from is not None:
@@ -680,7 +665,7 @@ class Kernel:
                 if req.ns <= 0 and not req.user:
                     continue
                 if req.user:
-                    self._rcu_qs(rq)
+                    rcu_qs(self, rq)
                     if rq.need_resched:
                         # exit_to_user_mode(): reschedule on the way out.
                         p._chunk = "run"
@@ -692,7 +677,7 @@ class Kernel:
                         self._schedule(rq)
                         return
                 elif not self.preemptible and rq.qs_stretch_start is None:
-                    self._rcu_stretch_begin(rq)
+                    rcu_stretch_begin(self, rq)
                 if not rq.need_resched:
                     # _start_chunk, _finish_chunk and _charge in one, for a chunk
                     # that is the engine's next event (nothing can preempt it or
@@ -717,7 +702,7 @@ class Kernel:
                     value = 0
                     continue
                 if not self.preemptible and rq.qs_stretch_start is None:
-                    self._rcu_stretch_begin(rq)
+                    rcu_stretch_begin(self, rq)
                 if not rq.need_resched:
                     # the same for a spin to ``t``: it runs from the CPU's
                     # interrupts' end (or now) to ``t``, and that is its value
@@ -900,75 +885,6 @@ class Kernel:
             fn(*args)
         return end
 
-    # ---------------------------------------------------------------- RCU
-    def _rcu_qs(self, rq: CPU) -> None:
-        """rcu_qs(): this CPU passed a quiescent state."""
-        if rq.qs_stretch_start is not None and self.engine.recorder is not None:
-            trace_np_end(self, rq)
-        rq.last_qs = self.engine.now
-        rq.qs_stretch_start = None
-
-    def _rcu_stretch_begin(self, rq: CPU) -> None:
-        """Kernel code starts on this CPU: on none/voluntary nothing reports a
-        quiescent state until the next context switch, idle or user mode."""
-        if self.preemptible or rq.qs_stretch_start is not None:
-            return
-        rq.qs_stretch_start = self.engine.now
-        self._rcu_arm(rq)
-
-    def rcu_preempt_disabled(self, rq: CPU, disabled: bool) -> None:
-        """On full/rt the tick reports a quiescent state unless preemption is off."""
-        if not self.preemptible:
-            return
-        if disabled:
-            if rq.qs_stretch_start is None:
-                rq.qs_stretch_start = self.engine.now
-                self._rcu_arm(rq)
-        else:
-            self._rcu_qs(rq)
-
-    def _rcu_stall_time(self, stretch_start: int) -> tuple[int, int, int]:
-        """When the stall detector fires for a stretch starting at ``stretch_start``.
-
-        The grace period that needs this CPU starts at the first tick after
-        the stretch begins (gp_start); ``check_cpu_stall()`` runs from the
-        scheduler tick and reports at the first tick after
-        ``jiffies_stall = gp_start + CONFIG_RCU_CPU_STALL_TIMEOUT * HZ``, so
-        ``t=`` reads timeout*HZ + 1 (the kernelci report: t=2101 at HZ=100).
-        """
-        gp_start = self.jiffies_at(stretch_start) + 1
-        j_report = gp_start + self.rcu_cpu_stall_timeout * self.HZ + 1
-        return self.tick_time(j_report), gp_start, j_report
-
-    def _rcu_arm(self, rq: CPU) -> None:
-        if rq._rcu_ev is not None and rq._rcu_ev.pending:
-            return
-        at, _, _ = self._rcu_stall_time(rq.qs_stretch_start)
-        if rq.rcu_next_report is not None and rq.qs_stretch_start < rq.rcu_next_report:
-            at = max(at, rq.rcu_next_report)
-        rq._rcu_ev = self.engine.at(max(at, self.engine.now), self._rcu_check, rq)
-
-    def _rcu_check(self, rq: CPU) -> None:
-        """check_cpu_stall() from rcu_sched_clock_irq()."""
-        rq._rcu_ev = None
-        s = rq.qs_stretch_start
-        if s is None:
-            return
-        at, gp_start, _ = self._rcu_stall_time(s)
-        if rq.rcu_next_report is not None and s < rq.rcu_next_report:
-            at = max(at, rq.rcu_next_report)
-        now = self.engine.now
-        if now < at:
-            rq._rcu_ev = self.engine.at(at, self._rcu_check, rq)
-            return
-        comm = rq.curr.comm if rq.curr is not None else "swapper"
-        stall = RcuStall(now, rq.id, self.jiffies - gp_start, comm)
-        self.rcu_stalls.append(stall)
-        trace_instant(self, rq.id, "rcu_stall", t_jiffies=stall.t_jiffies, comm=comm)
-        # print_cpu_stall(): the next report comes 3 * timeout + 3 jiffies later.
-        rq.rcu_next_report = now + (3 * self.rcu_cpu_stall_timeout * self.HZ + 3) * self.TICK_NSEC
-        rq._rcu_ev = self.engine.at(rq.rcu_next_report, self._rcu_check, rq)
-
     # ------------------------------------------------------------- driving
     def run(self, until: int | None = None, stop: Callable[[], bool] | None = None) -> None:
         self.engine.run(until=until, stop=stop)
@@ -981,7 +897,7 @@ class Kernel:
 def preempt_disable(task: Task) -> None:
     task.preempt_count += 1
     if task.preempt_count == 1:
-        task.k.rcu_preempt_disabled(task.k.cpus[task.cpu], True)
+        rcu_preempt_disabled(task.k, task.k.cpus[task.cpu], True)
 
 
 def preempt_enable(task: Task) -> TaskBody:
@@ -990,7 +906,7 @@ def preempt_enable(task: Task) -> TaskBody:
     if task.preempt_count < 0:
         raise RuntimeError(f"{task.comm}: preempt_count underflow")
     if task.preempt_count == 0:
-        task.k.rcu_preempt_disabled(task.k.cpus[task.cpu], False)
+        rcu_preempt_disabled(task.k, task.k.cpus[task.cpu], False)
         yield PREEMPT_POINT
 
 
