@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..drivers.random import MIX_INFLIGHT
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_SLEEPING, Task, TaskBody
 from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
+from ..sim.learner import TwiceAlike
 from ..sim.lru import LruTable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,7 +226,15 @@ class TickCheck:
 
 
 def _new_table() -> dict:
-    return {"refill": {}, "trigger": {}, "tick": {}, "tick_inside": {}}
+    """What QperfLearned keeps per machine, CPU and size: per learner
+    (:class:`~kenv.sim.learner.TwiceAlike`) its records by key, and the busy
+    stretches measured with the steady round trip; the busy ticks' first
+    measurements too (a later run confirms them)."""
+    return {"steady": {}, "busy": {}, "refill": {}, "trigger": {}, "tick": {}, "tick_candidates": {}}
+
+
+#: the steady learner's one key
+STEADY = "steady"
 
 
 class QperfLearned:
@@ -287,7 +296,6 @@ class QperfFastForward:
         self.prev: Snapshot | None = None
         self.steady: RoundTrip | None = None
         self.steady_size: int | None = None  # the message size ``steady`` was measured at
-        self.candidate: RoundTrip | None = None
         self._min_vr_after_jump: int | None = None
         self._offsets: tuple = (None, None)   # (steady, per endpoint interrupt offsets)
         # the busy stretches of each host's CPU in the steady round trip (from its
@@ -296,25 +304,29 @@ class QperfFastForward:
         self.busy: tuple | None = None
         self._busy_candidate: tuple | None = None
         self._logging_from: int | None = None
-        # the round trip that pays the refills a kworker left owed (cold_netrx,
-        # cold_qperf) on one or both hosts, otherwise clean: measured in detail like
-        # the steady one (twice alike) per set of refills owed, then replayed
-        self.refill_rts: dict[tuple, RoundTrip] = {}
+        # the learners (measure twice, check equal, then replay), their records in
+        # the workload's QperfLearned (start_size):
+        # * the steady round trip (STEADY), from two consecutive clean round trips;
+        # * the round trip that pays the refills a kworker left owed (cold_netrx,
+        #   cold_qperf) on one or both hosts, otherwise clean, per set of refills owed;
+        # * the round trip that holds the interrupt scheduling a workqueue mix (on one
+        #   host or both), with its kworker run(s), per (deferral, trigger index on the
+        #   client, on the server, refills owed at its start), replayed as the last
+        #   round trip of a fast-forward (or alone, from a refill boundary);
+        # * the steady round trip with a mix timer's TIMER softirq on a busy CPU, per
+        #   stretch: a model's prediction (the NAPI poll, key (host, stretch)) or a
+        #   first measurement (other stretches, key (host, stretches)), then one in detail.
+        self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
+        self.refills: TwiceAlike[RoundTrip] = TwiceAlike({})
+        self.triggers: TwiceAlike[TriggerRoundTrip] = TwiceAlike({})
+        self.ticks: TwiceAlike[RoundTrip] = TwiceAlike({}, refute_on_disagreement=True)
         self._learned: dict = _new_table()   # from the workload's QperfLearned
-        self._refill_candidate: dict[tuple, RoundTrip] = {}
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         self._jumping: Jump | None = None
         # the mix triggers a planned fast-forward contains
         self._triggers: list[TimerTrigger] = []
         self._jump_counted: dict = {}
-        self._record: RoundTrip | None = None      # what the next jump() skips: steady or a refill_rts entry
-        # the round trip that holds the interrupt scheduling a workqueue mix (on one
-        # host or both), with its kworker run(s): measured in detail like the refill
-        # round trip (twice alike), per (deferral, trigger index on the client, on
-        # the server, refills owed at its start), then replayed as the last round
-        # trip of a fast-forward (or alone, from a refill boundary)
-        self.trigger_rts: dict[tuple, TriggerRoundTrip] = {}
-        self._trigger_candidate: dict[tuple, TriggerRoundTrip] = {}
+        self._record: RoundTrip | None = None      # what the next jump() skips: steady or a refill round trip
         self._trigger_measuring: tuple | None = None
         self._trigger: TriggerPlan | None = None   # the next jump()'s last round trip
         self._mix_in: dict[int, int] = {}     # host index -> the tick of its mix timer in the plan
@@ -335,11 +347,6 @@ class QperfFastForward:
         self._idle_ticks: list[int] = []               # mix timers a plan takes in while their CPU is idle
         self.tick_replays = 0                          # busy ticks replayed (statistics, tests)
         self.near_end_plans = 0                        # ... with a softirq near its round trip's end (_plan_jump)
-        # the NAPI-poll case of _tick_model, checked in detail once per stretch
-        # (endpoint, its index) before it is replayed: True, or False if refuted
-        self.tick_rts: dict[tuple, bool] = {}
-        # _tick_model's other stretches: (host, stretches) -> (delay, shifts) seen once in detail
-        self.tick_inside: dict[tuple, tuple] = {}
         self._tick_candidate: TickCheck | None = None
         self._tick_measuring: TickCheck | None = None
 
@@ -355,7 +362,7 @@ class QperfFastForward:
             # the steady round trip is a property of the size: measure it
             # again only when the size changes
             self.start_size(size)
-        self.candidate = None
+        self.steadies.forget(STEADY)
         self.fresh = True
 
     # state of both hosts that the fast-forward must carry
@@ -448,19 +455,18 @@ class QperfFastForward:
         if not clean:
             return 0
         if prev is None or prev.disturb < 0 or prev.disturb != snap.disturb:
-            self.candidate = None
+            self.steadies.forget(STEADY)     # (two consecutive ones)
             return 0
         rec = RoundTrip(t - prev.t, _deltas(prev.state, snap.state),
                         tuple(b - a for a, b in zip(prev.irqs, snap.irqs)), self._last_irqs_from(prev.t))
-        if self.candidate != rec:
-            self.candidate = rec
+        if self.steadies.offer(STEADY, rec) is None:
             self._busy_candidate = busy
             return 0
         self.steady = rec
         # the CPUs' busy stretches, if both measured round trips agree on them too
         self.busy = busy if busy is not None and busy == self._busy_candidate else None
         self._stop_busy_log()
-        self._learned["steady"] = (self.steady, self.busy)
+        self._learned["busy"][STEADY] = self.busy
         return self._plan_jump(t)
 
     def _busy_log(self, t: int, clean: bool) -> tuple | None:
@@ -614,7 +620,7 @@ class QperfFastForward:
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
-        if len(wq) == 2 and not timers and 0 <= k < k_end and self.trigger_rts and self._plan_wq_trigger(t, k, wq):
+        if len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers and self._plan_wq_trigger(t, k, wq):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self._tick is not None:
             tick_host, m, o = self._tick.host, self._tick.round_trip, self._tick.offset
@@ -746,7 +752,7 @@ class QperfFastForward:
         wq = self._wq_next()
         if wq is None:
             return 0
-        if self.trigger_rts and self._plan_wq_trigger(t, 0, wq, owed):
+        if self.triggers and self._plan_wq_trigger(t, 0, wq, owed):
             self._record = self.steady
             self._triggers = []
             return 1
@@ -757,7 +763,7 @@ class QperfFastForward:
         """Round trip ``m`` after ``t`` (both hosts clean and on a workqueue
         deferral, nothing else bounding the fast-forward before it) holds the
         interrupt that schedules a mix on one host or both: take it into the
-        fast-forward as its last round trip if it is known (trigger_rts) and
+        fast-forward as its last round trip if it is known (``triggers``) and
         nothing rare can happen in it -- no timer due on either CPU, the HZ rule
         not earlier than the count rule, each trigger within the engine's
         ``until`` (the deferral may change after it), each kworker placed as
@@ -768,7 +774,7 @@ class QperfFastForward:
         if deferral is None:
             return False
         js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
-        rec = self.trigger_rts.get((deferral,) + js + (owed,))
+        rec = self.triggers.get((deferral,) + js + (owed,))
         if rec is None:
             return False
         t_m = t + m * rtt                      # the trigger round trip starts here
@@ -837,7 +843,7 @@ class QperfFastForward:
         on), ``last`` is the mix's jiffy; on the other the count goes on."""
         if rec.owed_after == NO_REFILLS:
             return None
-        after = self.refill_rts.get(rec.owed_after)
+        after = self.refills.get(rec.owed_after)
         if after is None:
             return None
         dirq, offs = self.steady.irqs, self.steady.last_irq
@@ -886,7 +892,7 @@ class QperfFastForward:
                                        ep.host.random.fast_pool(ep.cpu).mixes, ep.k.timers.next_expiry(ep.cpu),
                                        ep.refills, ep.disturb))
         key = (self._wq_deferral(),) + tuple(js) + (owed,)
-        if js == [None, None] or key in self.trigger_rts:
+        if js == [None, None] or self.triggers.settled(key):
             return
         self._trigger_measuring = (key, Snapshot(t, self.state(), self.irqs(), 0), starts)
 
@@ -932,27 +938,22 @@ class QperfFastForward:
                                tuple((ep.cold_qperf, ep.cold_netrx) for ep in eps),
                                tuple(ep.refills - st.refills for ep, st in zip(eps, starts)),
                                tuple(ep.disturb - st.disturb for ep, st in zip(eps, starts)))
-        if self._trigger_candidate.get(key) == rec:
-            self.trigger_rts[key] = rec
-        else:
-            self._trigger_candidate[key] = rec
+        self.triggers.offer(key, rec)
 
     def start_size(self, size: int) -> None:
         """A new message size: what was measured at another size does not
         hold; take what the workload's QperfLearned holds for this one, if
         anything, and learn into it."""
         self.steady_size = size
-        self._refill_candidate, self._refill_measuring = {}, None
-        self._trigger_candidate, self._trigger_measuring = {}, None
+        self._refill_measuring = self._trigger_measuring = self._tick_measuring = None
         k = self.client.k
         key = machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.pair.cpu, size)
-        self._learned = self.wl.learned.table(key)
-        self.steady, self.busy = self._learned.get("steady", (None, None))
-        self.refill_rts = self._learned["refill"]
-        self.trigger_rts = self._learned["trigger"]
-        self.tick_rts = self._learned["tick"]
-        self.tick_inside = self._learned["tick_inside"]
-        self._tick_measuring = None
+        table = self._learned = self.wl.learned.table(key)
+        self.steadies = TwiceAlike(table["steady"])
+        self.refills = TwiceAlike(table["refill"])
+        self.triggers = TwiceAlike(table["trigger"])
+        self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
+        self.steady, self.busy = self.steadies.get(STEADY), table["busy"].get(STEADY)
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
@@ -960,7 +961,7 @@ class QperfFastForward:
         happen in it -- no timer due on either CPU, no interrupt of it
         scheduling a mix (count or HZ rule) -- else simulate it in detail
         (0), measuring it if it is not known yet."""
-        rec = self.refill_rts.get(owed)
+        rec = self.refills.get(owed)
         if rec is None:
             self._refill_measuring = (owed, Snapshot(t, self.state(), self.irqs(), self.disturbs()))
             return 0
@@ -1001,10 +1002,7 @@ class QperfFastForward:
         if dirq != self.steady.irqs:
             return
         rec = RoundTrip(t - snap.t, _deltas(snap.state, self.state()), dirq, self._last_irqs_from(snap.t))
-        if self._refill_candidate.get(owed) == rec:
-            self.refill_rts[owed] = rec
-        else:
-            self._refill_candidate[owed] = rec
+        self.refills.offer(owed, rec)
 
     def _take_timer(self, host: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
         """A mix timer of endpoint ``host`` fires at ``tick`` (a TIMER softirq of
@@ -1039,11 +1037,11 @@ class QperfFastForward:
             # after the mix the count restarts: the interrupts after it must not schedule another
             if model is not None and len(offsets) - bisect.bisect_right(offsets, o) < ep.host.random.threshold:
                 key, delay, shifts = model
-                if key is None or self.tick_rts.get(key):
+                if key is None or self.ticks.get(key) is not None:
                     self._tick = BusyTick(host, m, o, delay, shifts)   # the last round trip, ``delay`` longer
                     self._mix_in[host] = tick
                     return m + 1
-                if m == 0 and key not in self.tick_rts:
+                if m == 0 and not self.ticks.settled(key):
                     self._tick_candidate = TickCheck(key, host, o, delay, shifts)
             return min(k, m)
         self._idle_ticks.append(tick)
@@ -1099,11 +1097,11 @@ class QperfFastForward:
           ``max(A, L + cost)`` instead of ``max(A, L)``, and what depends on it
           (qperf's copy, the reply and the other host's interrupts) moves by the
           difference; this host's interrupts are already on their way.  Checked
-          in detail once per stretch before it is replayed (tick_rts).
+          in detail once per stretch before it is replayed (``ticks``).
         * Inside any other busy stretches, clear of their edges (a hard IRQ, a
           NET_RX softirq, a context switch, ...): a delay and shifts learned
           from the round trip simulated in detail, per host and set of stretches
-          (tick_inside), and replayed once a second one agrees (the softirq runs
+          (``ticks``), and replayed once a second one agrees (the softirq runs
           after the one it interrupts, or is absorbed by a wait: measured, all of
           it or none, the same wherever in those stretches it falls)."""
         if self._only_delays(host, offset, cost, irq_offsets):
@@ -1116,7 +1114,11 @@ class QperfFastForward:
         if poll is not None:
             return poll
         key = (host, tuple(s for s, _, _ in inside))
-        delay, shifts = self.tick_inside.get(key, (None, None))
+        delay = shifts = None
+        seen = self.ticks.get(key) or self.ticks.candidate(key)
+        if seen is not None:
+            delay = seen.rtt - self.steady.rtt
+            shifts = tuple(b - a for a, b in zip(self.steady.last_irq, seen.last_irq))
         end = offset + cost + (cost if delay is None else delay)
         if not self._near_end_check(end >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
             return None
@@ -1147,7 +1149,7 @@ class QperfFastForward:
     def _start_tick_measure(self, t: int) -> None:
         """A clean boundary whose round trip, simulated in detail, has a mix
         timer fire in a NAPI poll whose _tick_model is not checked yet (or in
-        stretches whose delay is not learned or not confirmed yet, tick_inside):
+        stretches whose delay is not learned or not confirmed yet):
         snapshot, to compare with it (or learn it) at the next boundary.  What else the plan
         saw in that round trip -- the other host's mix timer firing while its
         CPU is idle, interrupts that schedule a timer mix -- is expected too."""
@@ -1161,16 +1163,20 @@ class QperfFastForward:
                             for h, ep in enumerate((self.client, self.server)))
         check.snap = Snapshot(t, self.state(), self.irqs(), self.disturbs())
         check.disturb = 1 + idle + triggers
+        if check.delay is not None:
+            # the round trip the model (or the first measurement) says
+            self.ticks.predict(check.key, RoundTrip(rtt + check.delay, self.steady.deltas, self.steady.irqs,
+                                                    tuple(off + sh for off, sh in zip(self.steady.last_irq,
+                                                                                       check.shifts))))
         self._tick_measuring = check
 
     def _end_tick_measure(self, t: int) -> None:
         """The boundary after that round trip: if nothing else happened in it
         (it ended clean; the mixes, and the disturbances, the plan expected; the
-        timer's at the tick), it must be the model's -- the steady counters, the
-        round trip and the shifted interrupts ``delay`` later -- or the stretch
-        is refuted for good.  A tick_inside key seen for the first time learns
-        its delay and shifts here instead (refuted if the counters are not the
-        steady ones)."""
+        timer's at the tick), it is a measurement of the busy tick's stretch --
+        the steady counters and interrupts, the round trip and the last
+        interrupts later by a delay of at most the mix's cost -- or the stretch
+        is refuted for good."""
         check, self._tick_measuring = self._tick_measuring, None
         i, o, snap, expect, disturb = check.host, check.offset, check.snap, check.mixes, check.disturb
         eps = (self.client, self.server)
@@ -1189,19 +1195,11 @@ class QperfFastForward:
         steady = self.steady
         measured = RoundTrip(t - snap.t, _deltas(snap.state, self.state()),
                              tuple(b - a for a, b in zip(snap.irqs, self.irqs())), self._last_irqs_from(snap.t))
-        if check.delay is None:
-            # the first of a tick_inside key: learn what it did, if it was only a delay
-            delay = measured.rtt - steady.rtt
-            if (measured.deltas != steady.deltas or measured.irqs != steady.irqs
-                    or not 0 <= delay <= eps[i].host.random.params.mix_ns):
-                self.tick_rts[check.key] = False
-            else:
-                self.tick_inside[check.key] = (delay, tuple(b - a for a, b in zip(steady.last_irq,
-                                                                                   measured.last_irq)))
-            return
-        model = RoundTrip(steady.rtt + check.delay, steady.deltas, steady.irqs,
-                          tuple(off + sh for off, sh in zip(steady.last_irq, check.shifts)))
-        self.tick_rts[check.key] = measured == model
+        if (measured.deltas != steady.deltas or measured.irqs != steady.irqs
+                or not 0 <= measured.rtt - steady.rtt <= eps[i].host.random.params.mix_ns):
+            self.ticks.refute(check.key)
+        else:
+            self.ticks.offer(check.key, measured)
 
     # ------------------------------------------------------------- the jump
     def sync_jump(self, ep: "QperfEndpoint") -> None:
