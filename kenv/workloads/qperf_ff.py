@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..drivers.random import MIX_INFLIGHT
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_SLEEPING, Task, TaskBody
+from ..kernel.observe import BusyLog
 from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.learner import TwiceAlike
 from ..sim.lru import LruTable
@@ -303,7 +304,8 @@ class QperfFastForward:
         # while the CPU is idle
         self.busy: tuple | None = None
         self._busy_candidate: tuple | None = None
-        self._logging_from: int | None = None
+        self._logging_from = 0
+        self._busy_logs: list[BusyLog] | None = None   # both CPUs' while measuring
         # the learners (measure twice, check equal, then replay), their records in
         # the workload's QperfLearned (start_size):
         # * the steady round trip (STEADY), from two consecutive clean round trips;
@@ -473,33 +475,25 @@ class QperfFastForward:
         """During the measurement: the busy stretches of both CPUs since the
         last boundary (relative to it), and a new log from here."""
         out = None
-        eps = (self.client, self.server)
-        if self._logging_from is not None:
+        if self._busy_logs is not None:
             t0 = self._logging_from
-            out = []
-            for ep in eps:
-                rq = ep.k.cpus[ep.cpu]
-                log = list(rq.busy_log or ())
-                if rq._busy_from is not None:
-                    log.append((rq._busy_from, t))     # still busy at the boundary
-                out.append(tuple((a - t0, b - t0) for a, b in log))
-            out = tuple(out)
+            out = tuple(tuple((a - t0, b - t0) for a, b in log.until(t)) for log in self._busy_logs)
+        self._stop_busy_log()
         if clean and self.steady is None:
             self._logging_from = t
-            for ep in eps:
+            self._busy_logs = []
+            for ep in (self.client, self.server):
                 rq = ep.k.cpus[ep.cpu]
-                rq.busy_log = []
-                rq._busy_from = t if rq.curr is not None else None
-        else:
-            self._stop_busy_log()
+                log = BusyLog(t if rq.curr is not None else None)
+                rq.attach(log)
+                self._busy_logs.append(log)
         return out
 
     def _stop_busy_log(self) -> None:
-        self._logging_from = None
-        for ep in (self.client, self.server):
-            rq = ep.k.cpus[ep.cpu]
-            rq.busy_log = None
-            rq._busy_from = None
+        if self._busy_logs is not None:
+            for ep, log in zip((self.client, self.server), self._busy_logs):
+                ep.k.cpus[ep.cpu].detach(log)
+            self._busy_logs = None
 
     def _cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
         """Is host ``host``'s CPU idle from ``offset`` into round trip
