@@ -406,7 +406,7 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
                      if not isinstance(key[1], tuple)],
                     [v is not False for learned in tables for key, v in learned["tick"].items()
                      if isinstance(key[1], tuple)])
-        return out, tuple(sum(getattr(p.ff, c) for p in pairs if p.ff is not None) for c in counter.split()), states, verdicts
+        return out, tuple(sum(getattr(p.ff.stats, c) for p in pairs if p.ff is not None) for c in counter.split()), states, verdicts
 
     fast, replays, fast_states, verdicts = run(True)
     exact, none, exact_states, _ = run(False)

@@ -73,7 +73,7 @@ the same figures.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..drivers.random import MIX_INFLIGHT
@@ -214,6 +214,17 @@ class Snapshot:
 
 
 @dataclass(slots=True)
+class FastForwardStats:
+    """What the fast-forward replayed (statistics, tests; QperfPair.jumps counts the fast-forwards)."""
+    trigger_replays: int = 0           # trigger round trips replayed
+    trigger_refill_replays: int = 0    # ... with the refill round trip after it (_refill_after_trigger)
+    own_placement_replays: int = 0     # ... with a kworker placed at its own vruntime (_kworker_after)
+    tail_rts: int = 0                  # steady round trips taken on after a rare one (_steady_tail)
+    tick_replays: int = 0              # busy ticks replayed
+    near_end_plans: int = 0            # ... with a softirq near its round trip's end (_plan_jump)
+
+
+@dataclass(slots=True)
 class TickCheck:
     """A busy tick's model to check (or learn) against a round trip in detail."""
     key: tuple | None
@@ -224,6 +235,25 @@ class TickCheck:
     snap: Snapshot | None = None
     mixes: tuple = ()
     disturb: int = 0
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the next jump() skips, made at a boundary: ``record`` (the steady
+    round trip, or one refill round trip) ``k`` times, the last one maybe a
+    trigger round trip (``trigger``) or the steady one with a busy tick
+    (``tick``), then ``tail`` steady round trips."""
+    record: RoundTrip
+    trigger: TriggerPlan | None = None
+    tick: BusyTick | None = None
+    tail: int = 0
+    timer_triggers: list = field(default_factory=list)   # TimerTrigger: interrupts scheduling a timer mix
+    mix_in: dict = field(default_factory=dict)           # host -> the tick of its mix timer in the plan
+    idle_ticks: list = field(default_factory=list)       # mix timers taken in while their CPU is idle
+    # may a mix timer's softirq end near a round trip's end (_plan_jump), and did one
+    near_end_ok: bool = False
+    near_end: bool = False
+    tick_candidate: TickCheck | None = None   # a busy tick to check in detail (_start_tick_measure)
 
 
 def _new_table() -> dict:
@@ -325,32 +355,11 @@ class QperfFastForward:
         self._learned: dict = _new_table()   # from the workload's QperfLearned
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         self._jumping: Jump | None = None
-        # the mix triggers a planned fast-forward contains
-        self._triggers: list[TimerTrigger] = []
         self._jump_counted: dict = {}
-        self._record: RoundTrip | None = None      # what the next jump() skips: steady or a refill round trip
         self._trigger_measuring: tuple | None = None
-        self._trigger: TriggerPlan | None = None   # the next jump()'s last round trip
-        self._mix_in: dict[int, int] = {}     # host index -> the tick of its mix timer in the plan
-        # steady round trips the next jump() takes on after its last rare one (_steady_tail)
-        self._tail = 0
-        self.jumps = 0                         # fast-forwards made (statistics, tests)
-        self.trigger_replays = 0               # trigger round trips replayed
-        self.trigger_refill_replays = 0        # ... with the refill round trip after it (_refill_after_trigger)
-        self.own_placement_replays = 0         # ... with a kworker placed at its own vruntime (_kworker_after)
-        self.tail_rts = 0                      # steady round trips taken on after a rare one (_steady_tail)
-        # a mix timer that fires while its CPU is busy, where the round trip is
-        # the steady one with what follows the tick ``delay`` later (_tick_model):
-        # replayed as the last round trip of a fast-forward
-        self._tick: BusyTick | None = None
-        # _plan_jump: may a mix timer's softirq end near a round trip's end (and did one)
-        self._near_end_ok = False
-        self._near_end = False
-        self._idle_ticks: list[int] = []               # mix timers a plan takes in while their CPU is idle
-        self.tick_replays = 0                          # busy ticks replayed (statistics, tests)
-        self.near_end_plans = 0                        # ... with a softirq near its round trip's end (_plan_jump)
-        self._tick_candidate: TickCheck | None = None
         self._tick_measuring: TickCheck | None = None
+        self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
+        self.stats = FastForwardStats()
 
     @property
     def jumping(self) -> bool:
@@ -447,7 +456,7 @@ class QperfFastForward:
             k = self._plan_jump(t)
             if k == 0:
                 self._start_trigger_measure(t)
-                if self._tick_candidate is not None:
+                if self.plan.tick_candidate is not None:
                     self._start_tick_measure(t)
             return k
         snap = Snapshot(t, self.state(), self.irqs(), self.disturbs() if clean else -1)
@@ -522,9 +531,10 @@ class QperfFastForward:
         notes it (``_near_end``) and checks that they do."""
         if not near:
             return True
-        if not self._near_end_ok:
+        plan = self.plan
+        if plan is None or not plan.near_end_ok:
             return False
-        self._near_end = True
+        plan.near_end = True
         return True
 
     def _irq_offsets(self, host: int) -> list[int] | None:
@@ -552,26 +562,20 @@ class QperfFastForward:
         trip were its last: it is taken in when steady round trips follow it
         in the same fast-forward (a busy tick's tail); else the plan is made
         again without it."""
-        self._near_end_ok, self._near_end = True, False
-        k = self._plan(t)
-        if self._near_end:
-            if self._tick is not None and self._tail:
-                self.near_end_plans += 1
+        k = self._plan(t, near_end_ok=True)
+        if self.plan.near_end:
+            if self.plan.tick is not None and self.plan.tail:
+                self.stats.near_end_plans += 1
             else:
-                self._near_end_ok = False
-                k = self._plan(t)
-        self._near_end_ok = False
+                k = self._plan(t, near_end_ok=False)
+        self.plan.near_end_ok = False
         return k
 
-    def _plan(self, t: int) -> int:
-        self._record = rtt, deltas, dirq, offs = self.steady
-        self._trigger = self._tick = self._tick_candidate = None
-        self._tail = 0
-        self._idle_ticks = []
-        self._mix_in = {}     # host index -> the tick of its mix timer inside this plan
+    def _plan(self, t: int, near_end_ok: bool) -> int:
+        self.plan = Plan(self.steady, near_end_ok=near_end_ok)
+        rtt, deltas, dirq, offs = self.steady
         # rounds that still start before t_end (run_slice: none, the rare events bound it)
         k = k_end = min(-(-(self.pair.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
-        self._triggers = []
         wq = []            # (endpoint index, endpoint, index of its next trigger interrupt)
         timers = False
         for i, (ep, n, off) in enumerate(zip((self.client, self.server), dirq, offs)):
@@ -610,18 +614,18 @@ class QperfFastForward:
                 # the deferral may change after this slice: stop before that round trip
                 k = min(k, j // n)
                 continue
-            self._triggers.append(TimerTrigger(ep, j, t_trig, time_of(j - 1) if j else t))
+            self.plan.timer_triggers.append(TimerTrigger(ep, j, t_trig, time_of(j - 1) if j else t))
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
         if len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers and self._plan_wq_trigger(t, k, wq):
             k += 1     # the round trip with the trigger(s), replayed as the last one
-        if self._tick is not None:
-            tick_host, m, o = self._tick.host, self._tick.round_trip, self._tick.offset
-            shifts = self._tick.shifts
+        if self.plan.tick is not None:
+            tick_host, m, o = self.plan.tick.host, self.plan.tick.round_trip, self.plan.tick.offset
+            shifts = self.plan.tick.shifts
             tick = t + m * rtt + o
             later = any(tr.t_trigger > tick and tr.index < k * dirq[0 if tr.ep is self.client else 1]
-                        for tr in self._triggers) or any(x > tick for x in self._idle_ticks)
+                        for tr in self.plan.timer_triggers) or any(x > tick for x in self.plan.idle_ticks)
             for h, ep in enumerate((self.client, self.server)):
                 # the other host's interrupts, later by the shift: still before its HZ rule
                 fp = ep.host.random.fast_pool(ep.cpu)
@@ -631,10 +635,10 @@ class QperfFastForward:
             if k != m + 1 or later:
                 # the busy tick's round trip is not the last one, or something after
                 # the tick in it would move with it: stop before it instead
-                self._tick = None
+                self.plan.tick = None
                 k = min(k, m)
             else:
-                self._tail = self._tail_after_tick(t, k, self._tick.delay)
+                self.plan.tail = self._tail_after_tick(t, k, self.plan.tick.delay)
         return max(0, k)
 
     def _tail_after_tick(self, t: int, k: int, delay: int) -> int:
@@ -647,13 +651,13 @@ class QperfFastForward:
         for h, ep in enumerate((self.client, self.server)):
             fp = ep.host.random.fast_pool(ep.cpu)
             n = dirq[h]
-            x = self._mix_in.get(h)
+            x = self.plan.mix_in.get(h)
             if x is not None:
                 # the interrupts after the mix in its round trip, and all of those after it
                 mh, oh = divmod(x - t, rtt)
                 count = n - bisect.bisect_right(self._irq_offsets(h), oh) + (k - 1 - mh) * n
                 pools.append((count, ep.k.jiffies_at(x)))
-            elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self._triggers):
+            elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self.plan.timer_triggers):
                 return 0
             else:
                 pools.append((fp.count + k * n, fp.last))
@@ -708,7 +712,7 @@ class QperfFastForward:
         gran = k.sysctl_sched_wakeup_granularity * NICE_0_LOAD // w.weight
         if run.nvcsw == 1 and w.vruntime + run.run + gran < min(min_vr,
                                                                 ep.task.vruntime + round_trip * deltas.vruntime):
-            self.own_placement_replays += 1
+            self.stats.own_placement_replays += 1
             return w, w.vruntime + run.run
         return None
 
@@ -746,9 +750,8 @@ class QperfFastForward:
         wq = self._wq_next()
         if wq is None:
             return 0
+        self.plan = Plan(self.steady)
         if self.triggers and self._plan_wq_trigger(t, 0, wq, owed):
-            self._record = self.steady
-            self._triggers = []
             return 1
         self._start_trigger_measure(t, owed)
         return 0
@@ -773,7 +776,7 @@ class QperfFastForward:
             return False
         t_m = t + m * rtt                      # the trigger round trip starts here
         until = self.client.k.engine.until
-        plan = []
+        hosts = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
             if self._timer_due(ep, t_m + rec.rtt):
@@ -798,8 +801,8 @@ class QperfFastForward:
                 t_before = t_m + steady_offs[jm - 1] + shift
             else:
                 t_before = t_m - rtt + offs[i] if m else t
-            plan.append(WqTrigger(ep, i, j, t_trig, t_before, t_m + rec.mix_at[i], *start))
-        self._trigger = TriggerPlan(rec, plan, self._refill_after_trigger(t_m, m, rec, wq, js))
+            hosts.append(WqTrigger(ep, i, j, t_trig, t_before, t_m + rec.mix_at[i], *start))
+        self.plan.trigger = TriggerPlan(rec, hosts, self._refill_after_trigger(t_m, m, rec, wq, js))
         return True
 
     def _steady_tail(self, b: int, pools: list) -> int:
@@ -863,7 +866,7 @@ class QperfFastForward:
                 return None
             pools.append((count + n, last))
         # after it the state is clean: steady round trips follow, in the same fast-forward
-        self._tail = self._steady_tail(t_end, pools)
+        self.plan.tail = self._steady_tail(t_end, pools)
         return after
 
     def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
@@ -969,8 +972,7 @@ class QperfFastForward:
                 if not fp.count & MIX_INFLIGHT and (
                         fp.count + n >= rnd.threshold or t + off >= k.tick_time(fp.last + k.HZ + 1)):
                     return 0
-        self._record = rec
-        self._triggers = []
+        self.plan = Plan(rec)
         # after it the state is clean: steady round trips follow, in the same fast-forward
         pools = []
         for ep, n in zip((self.client, self.server), rec.irqs):
@@ -980,7 +982,7 @@ class QperfFastForward:
                 break
             pools.append((fp.count + n, fp.last))
         else:
-            self._tail = self._steady_tail(t + rec.rtt, pools)
+            self.plan.tail = self._steady_tail(t + rec.rtt, pools)
         return 1
 
     def _end_refill_measure(self, t: int, clean: bool) -> None:
@@ -1027,19 +1029,19 @@ class QperfFastForward:
             # order of the two events in detail: simulate that round trip
             return min(k, m)
         if not self._cpu_idle(host, t, o, cost, m, k):
-            model = None if self._tick is not None else self._tick_model(host, o, cost, offsets)
+            model = None if self.plan.tick is not None else self._tick_model(host, o, cost, offsets)
             # after the mix the count restarts: the interrupts after it must not schedule another
             if model is not None and len(offsets) - bisect.bisect_right(offsets, o) < ep.host.random.threshold:
                 key, delay, shifts = model
                 if key is None or self.ticks.get(key) is not None:
-                    self._tick = BusyTick(host, m, o, delay, shifts)   # the last round trip, ``delay`` longer
-                    self._mix_in[host] = tick
+                    self.plan.tick = BusyTick(host, m, o, delay, shifts)   # the last round trip, ``delay`` longer
+                    self.plan.mix_in[host] = tick
                     return m + 1
                 if m == 0 and not self.ticks.settled(key):
-                    self._tick_candidate = TickCheck(key, host, o, delay, shifts)
+                    self.plan.tick_candidate = TickCheck(key, host, o, delay, shifts)
             return min(k, m)
-        self._idle_ticks.append(tick)
-        self._mix_in[host] = tick
+        self.plan.idle_ticks.append(tick)
+        self.plan.mix_in[host] = tick
         # after the mix: count restarts; no new trigger before the fast-forward ends
         n = self.steady.irqs[host]
         rnd = ep.host.random
@@ -1147,12 +1149,12 @@ class QperfFastForward:
         snapshot, to compare with it (or learn it) at the next boundary.  What else the plan
         saw in that round trip -- the other host's mix timer firing while its
         CPU is idle, interrupts that schedule a timer mix -- is expected too."""
-        check, self._tick_candidate = self._tick_candidate, None
+        check, self.plan.tick_candidate = self.plan.tick_candidate, None
         rtt = self.steady.rtt
-        idle = sum(1 for x in self._idle_ticks if x < t + rtt)
+        idle = sum(1 for x in self.plan.idle_ticks if x < t + rtt)
         if idle > 1:
             return
-        triggers = sum(1 for tr in self._triggers if tr.t_trigger < t + rtt)
+        triggers = sum(1 for tr in self.plan.timer_triggers if tr.t_trigger < t + rtt)
         check.mixes = tuple(ep.host.random.fast_pool(ep.cpu).mixes + (h == check.host) + (h != check.host and idle > 0)
                             for h, ep in enumerate((self.client, self.server)))
         check.snap = Snapshot(t, self.state(), self.irqs(), self.disturbs())
@@ -1248,13 +1250,12 @@ class QperfFastForward:
         one, or one refill round trip; or steady ones and a trigger round trip
         last, ``_trigger``): block until they would have ended."""
         pair = self.pair
-        rec = self._record
+        plan, self.plan = self.plan, None
+        rec = plan.record
         rtt = rec.rtt
         costs = self.client.k.costs
         engine = self.client.k.engine
-        trig, self._trigger = self._trigger, None
-        tick, self._tick = self._tick, None
-        tail, self._tail = self._tail, 0
+        trig, tick, tail = plan.trigger, plan.tick, plan.tail
         last_rtt = trig.record.rtt if trig is not None else rtt + tick.delay if tick is not None else rtt
         after = trig.refill_after if trig is not None else None
         t_tail = t + (k - 1) * rtt + last_rtt + (after.rtt if after is not None else 0)
@@ -1271,13 +1272,13 @@ class QperfFastForward:
             if tail:
                 pair.skipped.append((t_tail, self.steady.rtt, tail))
         if trig is not None:
-            self.trigger_replays += 1
-            self.trigger_refill_replays += after is not None
+            self.stats.trigger_replays += 1
+            self.stats.trigger_refill_replays += after is not None
         if tick is not None:
-            self.tick_replays += 1
-        self.tail_rts += tail
+            self.stats.tick_replays += 1
+        self.stats.tail_rts += tail
         counted = {}
-        for tr in self._triggers:
+        for tr in plan.timer_triggers:
             ep, j, t_trig = tr.ep, tr.index, tr.t_trigger
             i = 0 if ep is self.client else 1
             if j < k * rec.irqs[i]:   # inside this jump
@@ -1287,7 +1288,7 @@ class QperfFastForward:
                 # deferral may change after it)
                 bucket = ep.k.jiffies_at(t_trig) + 1
                 t_mix = ep.k.tick_time(bucket)
-                if (self._mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
+                if (plan.mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
                         and (engine.until is None or t_mix <= engine.until)):
                     engine.at(t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
                 else:
@@ -1308,7 +1309,6 @@ class QperfFastForward:
         self._jump_counted = counted
         self._jumping = jump = Jump(t, k, rec, trig, tick, tail)
         engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, jump)
-        self.jumps += 1
         recorder = engine.recorder
         if recorder is not None:
             # one slice per host for the k round trips skipped, not k * (events per round trip)
