@@ -51,7 +51,7 @@ can predict, the way kenv.workloads.qperf fast-forwards steady round trips:
   is skipped.  A change of wait (:meth:`Bcm2835Rng.set_wait`) forgets the
   cycle in progress (a skip asleep across it learns nothing from its end).
 * **Disturbed.**  While the poller sleeps its CPU reports to this module
-  (``CPU.ff``) anything else that happens there: a task enqueued or an
+  (``CPU.observer``) anything else that happens there: a task enqueued or an
   interrupt; and a task on any CPU that blocks on ``reading_mutex``, which
   the poller holds across its cycles (its next unlock hands the lock over).
   The skip is cut back to the first cycle that could be affected, which is
@@ -107,6 +107,7 @@ from typing import TYPE_CHECKING
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_DEAD, TASK_SLEEPING, Run, RunUntil, Task, TaskBody
 from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex_lock, mutex_unlock
+from ..kernel.observe import Disturbances
 from ..kernel.sleep import _process_timeout, schedule_timeout_interruptible
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
@@ -586,7 +587,7 @@ class HwrngFastForward:
                 or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
-                or rng.t_start is None or max_reads == 0 or rq.ff is not None):
+                or rng.t_start is None or max_reads == 0 or rq.observer is not None):
             return None
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
@@ -736,7 +737,7 @@ class _Plan:
                 yield c, start + (c - first) * cycle.d[T], cycle
 
 
-class _SpinReads:
+class _SpinReads(Disturbances):
     """``q`` whole reads of ``w = size / 4`` words each, spun through as one interval."""
 
     def __init__(self, ff: HwrngFastForward, task: Task, core: "HwrngCore", size: int, q: int,
@@ -779,11 +780,10 @@ class _SpinReads:
         lock = core.reading_mutex
         yield from mutex_lock(task, lock)   # free: no sleep
         rq = k.cpus[task.cpu]
-        rq.ff = self
+        rq.attach(self)
         self.ff.jumps += 1
         yield RunUntil(self.end(self.q))
-        if rq.ff is self:
-            rq.ff = None
+        rq.detach(self)
         t = self.k.now if self.cut_at is None else self.cut_at
         on_to_check = self.cut_at is not None and rq.need_resched and not k.preemptible and k.now == t
         if on_to_check:
@@ -870,11 +870,11 @@ class _SpinReads:
                 return
         self.cut_at = start
         self.ff.inexact += 1
-        self.task.k.cpus[self.task.cpu].ff = None
+        self.task.k.cpus[self.task.cpu].detach(self)
         self.task.k.end_spin(self.task, max(start, self.task.k.now))
 
 
-class _Skip:
+class _Skip(Disturbances):
     """One skip in progress: the poller asleep across cycles 1 .. j-1 of
     ``plan``; the sleep ends with cycle j's wakeup (``W(j)``), and the rest of
     cycle j runs in detail."""
@@ -919,7 +919,7 @@ class _Skip:
         if self.timer_wait:  # cancellable through rng->dying, as hwrng_msleep/hwrng_yield are
             rng.dying.waiters.append(task)
         self._arm(plan.W(self.j))
-        self.rq.ff = self
+        self.rq.attach(self)
         ff.jumps += 1
         yield BLOCK
         self._woken()
@@ -944,8 +944,7 @@ class _Skip:
     def _woken(self) -> None:
         """The poller has been woken (by the skip's own wakeup or anything
         else): the skipped cycles whose status read was over by then are done."""
-        if self.rq.ff is self:
-            self.rq.ff = None
+        self.rq.detach(self)
         if self.applied == self.j - 1:
             return
         plan = self.plan
@@ -1035,7 +1034,7 @@ class _Skip:
             return            # only the real last wakeup is left: the kernel handles it
         if kind == "irq" and end < plan.W(n):
             return            # over before the next skipped wakeup: no effect
-        self.rq.ff = None
+        self.rq.detach(self)
         self._apply(n - 1)
         self.j = n
         if start < plan.W(n):

@@ -62,7 +62,7 @@ def scenario_field_types(fields: Mapping[str, Sequence[Any]]) -> dict[str, type]
 
 class FastForwardMemory:
     """What an env's fast-forwards have learned (kenv.drivers.hwrng_ff,
-    kenv.workloads.qperf): the env's own, carried across its episodes and
+    kenv.workloads.qperf_ff): the env's own, carried across its episodes and
     bounded (each part keeps a fixed number of tables)."""
 
     __slots__ = ("hwrng", "qperf")

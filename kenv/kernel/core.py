@@ -45,6 +45,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .jiffies import check_hz, initial_jiffies, tick_nsec
+from .observe import CpuObserver
 from .rcu import RcuStall, rcu_preempt_disabled, rcu_qs, rcu_stretch_begin
 from .timer import TimerWheel
 from .tracepoints import (
@@ -196,7 +197,7 @@ class CPU:
         "id", "curr", "rt_queue", "cfs_queue", "need_resched", "irq_until", "min_vruntime",
         "_kick_ev", "_preempt_ev", "_slice_ev", "nr_switches", "last_qs", "qs_stretch_start",
         "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since", "trace_prev", "trace_np_start",
-        "ff", "busy_log", "_busy_from",
+        "observer",
     )
 
     def __init__(self, cpu: int):
@@ -222,18 +223,20 @@ class CPU:
         # non-preemptible stretch restarted after a cond_resched()
         self.trace_prev: tuple | None = None
         self.trace_np_start: int | None = None
-        # A fast-forward in progress on this CPU (kenv.drivers.hwrng_ff) that
-        # must hear of anything else that happens here: ``ff.disturb(kind,
-        # start, end, task)`` is called before a task is enqueued ("enqueue",
-        # the task) or an interrupt steals time ("irq", None) on this CPU, and
-        # when a task from any CPU blocks on a mutex whose owner's CPU this is
-        # ("mutex", the waiter: mutex_lock()).
-        self.ff = None
-        # When a list, the CPU's busy stretches are appended as (start, end):
-        # interrupts, and from a wakeup on the idle CPU (or a switch-in) until
-        # it is idle again (kenv.workloads.qperf measures a round trip with it).
-        self.busy_log: list | None = None
-        self._busy_from: int | None = None
+        # What hears of this CPU's events (kenv.kernel.observe: a fast-forward
+        # in progress here, a measurement): attach() / detach()
+        self.observer: CpuObserver | None = None
+
+    def attach(self, observer: CpuObserver) -> None:
+        """Let ``observer`` hear of this CPU's events (kenv.kernel.observe) until detach()."""
+        if self.observer is not None:
+            raise RuntimeError(f"CPU {self.id}: an observer is attached already ({self.observer!r})")
+        self.observer = observer
+
+    def detach(self, observer: CpuObserver) -> None:
+        """``observer`` hears no more of this CPU (nothing if it is not the one attached)."""
+        if self.observer is observer:
+            self.observer = None
 
     @property
     def nr_running(self) -> int:
@@ -399,7 +402,7 @@ class Kernel:
             t_kick = rq.irq_until
         kick = rq._kick_ev
         if (p.state != TASK_SLEEPING or not p.pinned or p.is_rt or rq.curr is not None or rq.cfs_queue
-                or rq.rt_queue or rq.ff is not None or rq.busy_log is not None or engine.recorder is not None
+                or rq.rt_queue or rq.observer is not None or engine.recorder is not None
                 or (kick is not None and kick.pending) or not engine.quiet_through(t_kick)):
             self.wake_up_process(p)
             return
@@ -441,8 +444,9 @@ class Kernel:
         return p.cpu
 
     def _enqueue(self, rq: CPU, p: Task) -> None:
-        if rq.ff is not None:
-            rq.ff.disturb("enqueue", self.engine.now, self.engine.now, p)
+        obs = rq.observer
+        if obs is not None:
+            obs.task_enqueued(p, self.engine.now)
         p.state = TASK_RUNNABLE
         if p.is_rt:
             # FIFO within a priority, highest priority first.
@@ -459,12 +463,10 @@ class Kernel:
     def check_preempt_curr(self, rq: CPU, p: Task) -> None:
         curr = rq.curr
         if curr is None:
-            if rq.busy_log is not None:
+            obs = rq.observer
+            if obs is not None:
                 now = self.engine.now
-                if rq._busy_from is None:
-                    rq._busy_from = now
-                # the idle exit before the kick: a stretch of its own (see _schedule)
-                rq.busy_log.append((now, max(now + self.costs.wakeup_ns, rq.irq_until)))
+                obs.idle_exit(now, max(now + self.costs.wakeup_ns, rq.irq_until))
             self._kick(rq, self.costs.wakeup_ns)
             return
         if p.is_rt:
@@ -575,9 +577,8 @@ class Kernel:
         rcu_qs(self, rq)  # a context switch is a quiescent state
         if nxt is None:
             rq.idle_since = now
-            if rq.busy_log is not None and rq._busy_from is not None:
-                rq.busy_log.append((rq._busy_from, now))
-                rq._busy_from = None
+            if rq.observer is not None:
+                rq.observer.idle(now)
             if engine.recorder is not None and rq.trace_prev is not None:
                 trace_sched_switch(self, rq, None, max(now, rq.irq_until))
             return
@@ -600,12 +601,8 @@ class Kernel:
         irq_until = rq.irq_until
         start = (now if now >= irq_until else irq_until) + self.costs.context_switch_ns
         nxt._switched_in = start
-        if rq.busy_log is not None:
-            if rq._busy_from is None:
-                rq._busy_from = now
-            # the switch itself: a stretch of its own (a steal inside it delays the
-            # task's start by what is left of it, not by its whole length)
-            rq.busy_log.append((start - self.costs.context_switch_ns, start))
+        if rq.observer is not None:
+            rq.observer.context_switch(now, start - self.costs.context_switch_ns, start)
         if engine.recorder is not None:
             trace_sched_switch(self, rq, nxt, start - self.costs.context_switch_ns)
         if cfs and not nxt.is_rt:
@@ -842,10 +839,8 @@ class Kernel:
         now = self.engine.now
         start = max(now, rq.irq_until)
         end = start + duration
-        if rq.ff is not None:
-            rq.ff.disturb("irq", start, end, None)
-        if rq.busy_log is not None and duration > 0:
-            rq.busy_log.append((start, end))
+        if rq.observer is not None:
+            rq.observer.interrupt(start, end)
         rq.irq_until = end
         curr = rq.curr
         if curr is not None and curr._chunk_ev is not None and duration > 0:
