@@ -30,7 +30,7 @@ SUMMARY_SEED = 2_000_000
 
 
 class ModelPolicy(Policy):
-    """A trained SB3 model as a :class:`agents.baselines.Policy` (deterministic)."""
+    """A trained SB3 model as a :class:`kenv.agents.baselines.Policy` (deterministic)."""
 
     def __init__(self, model, name: str = "learned", deterministic: bool = True):
         self.model = model

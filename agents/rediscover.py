@@ -4,10 +4,10 @@
 
 For each env (default: every registered ``kenv/*`` id) and each seed 0..N-1:
 
-1. train with the shipped config (``configs/train/ppo.yaml``, :mod:`agents.train`)
+1. train with the shipped config (``configs/train/ppo.yaml``, :mod:`kenv.agents.train`)
    into ``<out>/<env>/seed_<n>/``;
 2. evaluate the saved model (read back from ``model.zip``) beside the baselines
-   (:mod:`agents.evaluate`) on the same seeded episodes;
+   (:mod:`kenv.agents.evaluate`) on the same seeded episodes;
 3. find the action the learned policy takes in every scenario context of the env's
    mix (deterministic policy, each context forced with ``reset(options={"scenario": ctx})``);
 4. judge it against the patch, where the choice matters.
@@ -309,7 +309,7 @@ def baseline_job(env_id: str, config: str, algo: str | None, out: str, rows: lis
 
 
 def learned_choices(env, learned: Policy, summary: list[dict] | None = None) -> list[dict]:
-    """The learned policy's choice per context (:func:`agents.train.policy_summary`, or
+    """The learned policy's choice per context (:func:`kenv.agents.train.policy_summary`, or
     ``summary`` if already computed) with, per decision, the returns of the same episodes
     with that decision forced to the patched value (``forced_returns``)."""
     import gymnasium as gym

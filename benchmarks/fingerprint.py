@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 import kenv  # noqa: F401  (registers the envs)
-from agents.files import json_default  # numpy values as plain JSON (what info holds)
+from kenv.agents.files import json_default  # numpy values as plain JSON (what info holds)
 from _common import env_ids
 
 

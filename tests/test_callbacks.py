@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 import kenv  # noqa: F401  (registers the ids)
-from agents.baselines import run_episode
-from agents.callbacks import AtomicCheckpointCallback, SeededEvalCallback
-from agents.checkpoints import list_checkpoints, read_evaluations
-from agents.config import TrainConfig, make_env, make_train_vec_env
-from agents.policy import EVAL_SEED, ModelPolicy
-from agents.train import build_model, configure_torch
+from kenv.agents.baselines import run_episode
+from kenv.agents.callbacks import AtomicCheckpointCallback, SeededEvalCallback
+from kenv.agents.checkpoints import list_checkpoints, read_evaluations
+from kenv.agents.config import TrainConfig, make_env, make_train_vec_env
+from kenv.agents.policy import EVAL_SEED, ModelPolicy
+from kenv.agents.train import build_model, configure_torch
 
 ENV = "kenv/Raid6Bench-v0"
 N_STEPS = 32  # one rollout: n_envs x n_steps env steps
