@@ -55,8 +55,8 @@ TASK_PALETTE = ((70, 140, 255), (60, 200, 120), (150, 110, 240), (40, 190, 200),
 ACTION_PALETTE = ((80, 160, 255), (80, 220, 120), (240, 200, 60), (230, 100, 100), (190, 120, 240),
                   (100, 220, 220), (240, 150, 80), (200, 200, 200))
 
-#: 3x5 digits, rows top to bottom, 3 bits each (MSB = left column)
-_DIGITS = MappingProxyType({
+#: the 3x5 font (digits, capitals, punctuation): rows top to bottom, 3 bits each (MSB = left column)
+_FONT = MappingProxyType({
     "0": (7, 5, 5, 5, 7), "1": (2, 6, 2, 2, 7), "2": (7, 1, 7, 4, 7), "3": (7, 1, 7, 1, 7),
     "4": (5, 5, 7, 1, 1), "5": (7, 4, 7, 1, 7), "6": (7, 4, 7, 5, 7), "7": (7, 1, 1, 1, 1),
     "8": (7, 5, 7, 5, 7), "9": (7, 5, 7, 1, 7),
@@ -123,7 +123,7 @@ def draw_text(img: np.ndarray, x: int, y: int, s: str, color=TEXT, scale: int = 
 
 def _glyph(ch: str, scale: int) -> np.ndarray | None:
     """The (5 scale, 3 scale) mask of a character of the font; None for a blank or unknown one."""
-    rows = _DIGITS.get(ch)
+    rows = _FONT.get(ch)
     if rows is None:
         return None
     mask = (np.array(rows)[:, None] & _BITS) != 0
