@@ -120,7 +120,7 @@ def _reproduce(args: argparse.Namespace):
 
 
 def _evaluate(args: argparse.Namespace):
-    from agents.evaluate import evaluate
+    from kenv.agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
                     model=args.model)
@@ -136,13 +136,13 @@ def _bench(args: argparse.Namespace):
 
 
 def _train_module():
-    from agents import train
+    from kenv.agents import train
 
     return train
 
 
 def _rediscover_module():
-    from agents import rediscover
+    from kenv.agents import rediscover
 
     return rediscover
 

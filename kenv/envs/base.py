@@ -315,7 +315,16 @@ class KenvEnv(gym.Env):
             from ..trace.render import HEIGHT, WIDTH
 
             return np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint8)
-        return self._timeline.frame()
+        tl = self._timeline
+        if self._last_action is not None:
+            label = self._index_label(self._last_action)
+            tl.title = (f"{self.ENV_ID}  step {len(self._taken)}  t={self._episode.now_s:.3f} s  action {label}")
+            dims = np.asarray(self._last_action).reshape(-1).size
+            tl.action_labels = label.split("|") if dims > 1 else [label]
+        else:
+            tl.title = f"{self.ENV_ID}  step 0  t={self._episode.now_s:.3f} s  (reset)"
+            tl.action_labels = []
+        return tl.frame()
 
     def _render_ansi(self) -> str:
         if self._last is None:
