@@ -21,16 +21,19 @@ kernel offers; :func:`action_set`) on held-out episodes:
     the extended set under the profile (``--steps`` overrides its budget), then its
     deterministic policy.
 
-and two more rows: ``context_oracle`` (the best static action *per scenario context*,
-chosen on ``CONTEXT_EPISODES`` episodes of each context: a static policy that knows the
-whole scenario, including fields the observation does not show) and ``rule`` (the
-distilled decision tree, below, run as a policy).
+and three more rows: ``best_accepted`` (the best static action on the selection
+episodes among those with nothing a kernel developer refuses, :func:`refusals`),
+``context_oracle`` (the best static action *per scenario context*, chosen on the
+selection episodes of that context: a static policy that knows the whole scenario,
+including fields the observation does not show) and ``rule`` (the distilled decision
+tree, below, run as a policy).  Only the static actions some profile chose are played on
+the held-out episodes (the others are never reported).
 
 Episodes and seeds (all disjoint, and disjoint from training, whose environments are
 seeded ``train_seed + rank`` and whose learning-curve evaluations use seeds 1,000,000+):
 selection ``SELECT_SEED + i``, held-out ``HELDOUT_SEED + i`` (i < ``--seeds``; each
 reset draws its scenario from the env's mix, so these are held-out scenario draws too),
-distillation states ``DISTILL_SEED + i``, per-context selection ``CONTEXT_SEED + i``.
+distillation states ``DISTILL_SEED + i``.
 Every policy plays the same held-out episodes; ``beats_*`` compare two policies on them
 pairwise: the mean of the per-episode differences minus its 95% interval (Student t,
 :func:`agents.evaluate.ci95`) must be above 0.  ``beats_patch``: learned beats patched;
@@ -57,12 +60,13 @@ outside the reward (:data:`REVIEW_OBJECTIONS`).
 Output (``--out``, default ``runs/discover/<env>``), every file written atomically:
 ``discover.json`` (also printed with ``--json``), ``discover.md`` (a short report),
 ``discover.png`` (per profile: throughput against latency, and against CPU burned, one
-point per policy, the patch marked), ``static.json`` (every static action's episodes:
-profile-independent, see :func:`static_job`) and per profile ``<profile>/train/`` (the
+point per policy, the patch marked), ``static.json`` (every static action's selection
+episodes: profile-independent, see :func:`static_job`), ``static_heldout.json`` (the
+chosen ones' held-out episodes) and per profile ``<profile>/train/`` (the
 training run, :mod:`agents.train`) and ``<profile>/learned.json``.
 
 Resuming: as ``kenv rediscover``, a rerun with the same ``--out`` skips what is finished
-(``static.json``, ``learned.json`` with the same fingerprint; anything else is
+(``static.json``, ``static_heldout.json``, ``learned.json`` with the same fingerprint; anything else is
 recomputed) and resumes a training run from its newest checkpoint, exactly (see
 agents/train.py), so a killed run, rerun, gives the same ``discover.json`` as an
 uninterrupted one (``wall_s`` aside).  ``<out>/.lock`` refuses a second run on the same
@@ -110,15 +114,12 @@ MAX_SEEDS = 10_000
 SELECT_SEED = 3_000_000
 HELDOUT_SEED = 4_000_000
 DISTILL_SEED = 5_000_000
-CONTEXT_SEED = 6_000_000
-#: episodes per (scenario context, static action) for the context oracle
-CONTEXT_EPISODES = 3
 #: the rule's decision trees
 RULE_DEPTH = 3
 #: a policy spinning more than this share of a CPU in cpu_relax() is one a kernel developer refuses
 SPIN_REFUSED = 0.01
 #: bump when the content of static.json / learned.json changes
-FORMAT = 1
+FORMAT = 3
 
 #: waits the upstream review of the bcm2835 fix tried besides the three in the env's
 #: default set (kernel-notes.md section 3, "Also tried in the review thread")
@@ -217,14 +218,14 @@ def _fp(doc: dict) -> str:
 
 
 def static_fingerprint(env_id: str, actions: Any, seeds: int) -> str:
-    return _fp({"env": env_id, "actions": actions, "seeds": seeds, "seeds_at": [SELECT_SEED, HELDOUT_SEED,
-                CONTEXT_SEED, CONTEXT_EPISODES], "kenv": kenv.__version__, "format": FORMAT})
+    return _fp({"env": env_id, "actions": actions, "seeds": seeds, "seeds_at": [SELECT_SEED, HELDOUT_SEED],
+                "kenv": kenv.__version__, "format": FORMAT})
 
 
 def static_job(env_id: str, actions: Any, seeds: int, path: str) -> dict:
-    """Every static action on the selection, held-out and per-context episodes (cached in
-    ``path``).  Kept as component sums: a static policy's trajectory does not depend on
-    the reward profile, so one run serves every profile."""
+    """Every static action on the selection episodes (cached in ``path``).  Kept as
+    component sums: a static policy's trajectory does not depend on the reward profile,
+    so one run serves every profile."""
     fp = static_fingerprint(env_id, actions, seeds)
     doc = read_json(path)
     if isinstance(doc, dict) and doc.get("fingerprint") == fp and "actions" in doc:
@@ -232,26 +233,71 @@ def static_job(env_id: str, actions: Any, seeds: int, path: str) -> dict:
     t0 = time.perf_counter()
     env = _make(env_id, actions)
     base = env.unwrapped
-    contexts = base.mix.contexts()
-    fields = varying_fields(env)
-    rows = {}
+    rows, contexts = {}, []
     for a in static_actions(env):
         pol = StaticPolicy("static", a)
         select = [play(env, pol, SELECT_SEED + i) for i in range(seeds)]
-        held = [play(env, pol, HELDOUT_SEED + i) for i in range(seeds)]
-        per_ctx = {context_label(ctx, fields): [play(env, pol, CONTEXT_SEED + i, {"scenario": ctx})["components"]
-                                                for i in range(CONTEXT_EPISODES)] for ctx in contexts}
-        rows[base.action_label(a)] = {"action": list(action_key(a)),
-                                      "select": [e["components"] for e in select],
-                                      "heldout": [e["components"] for e in held],
-                                      "counters": [e["counters"] for e in held],
-                                      "contexts": per_ctx}
-        held_ctx = [e["context"] for e in held]
+        rows[base.action_label(a)] = {"action": list(action_key(a)), "select": [e["components"] for e in select],
+                                      "select_counters": [e["counters"] for e in select]}
+        contexts = [e["context"] for e in select]   # (a function of the seed alone)
     env.close()
-    doc = {"env": env_id, "fingerprint": fp, "actions": rows, "heldout_contexts": held_ctx,
+    doc = {"env": env_id, "fingerprint": fp, "actions": rows, "select_contexts": contexts,
            "wall_s": time.perf_counter() - t0}
     atomic_write_json(path, doc)
     return doc
+
+
+def heldout_job(env_id: str, actions: Any, seeds: int, labels: Sequence[str], path: str) -> dict:
+    """The held-out episodes of the static actions ``labels`` (the ones some profile
+    chose), added to those already in ``path``."""
+    fp = static_fingerprint(env_id, actions, seeds)
+    doc = read_json(path)
+    if not (isinstance(doc, dict) and doc.get("fingerprint") == fp and isinstance(doc.get("actions"), dict)):
+        doc = {"env": env_id, "fingerprint": fp, "actions": {}, "contexts": None, "wall_s": 0.0}
+    todo = [lab for lab in labels if lab not in doc["actions"]]
+    if not todo:
+        return doc
+    t0 = time.perf_counter()
+    env = _make(env_id, actions)
+    base = env.unwrapped
+    for a in static_actions(env):
+        lab = base.action_label(a)
+        if lab in todo:
+            held = [play(env, StaticPolicy("static", a), HELDOUT_SEED + i) for i in range(seeds)]
+            doc["actions"][lab] = {"heldout": [e["components"] for e in held],
+                                   "counters": [e["counters"] for e in held]}
+            doc["contexts"] = [e["context"] for e in held]
+    env.close()
+    doc["wall_s"] += time.perf_counter() - t0
+    atomic_write_json(path, doc)
+    return doc
+
+
+def choose_static(static: dict, profile: str, patched_label: str) -> dict:
+    """A profile's choices among the static actions, on the selection episodes alone:
+    ``best`` (a tie keeps the patch), ``accepted`` (the best with nothing a kernel
+    developer refuses, :func:`refusals`; None if none) and ``per_context`` (the best on
+    the selection episodes of each scenario context; ``best`` where a context has none)."""
+    w = signed_weights(profile)
+    rows = static["actions"]
+    sel = {lab: float(np.mean(returns_of(r["select"], w))) for lab, r in rows.items()}
+    best = max(sel, key=lambda lab: (sel[lab], lab == patched_label))
+    ok = [lab for lab in rows if not refusals(summarise("", lab, rows[lab]["select"], rows[lab]["select_counters"], w),
+                                              [lab])]
+    acc = max(ok, key=lambda lab: (sel[lab], lab == patched_label)) if ok else None
+    per_ctx = {}
+    for ctx in sorted(set(static["select_contexts"])):
+        idx = [i for i, c in enumerate(static["select_contexts"]) if c == ctx]
+        per_ctx[ctx] = max(rows, key=lambda lab: (float(np.mean([returns_of([rows[lab]["select"][i]], w)[0]
+                                                                  for i in idx])), lab == patched_label))
+    selection = {lab: {"mean": m, "ci95": ci95(returns_of(rows[lab]["select"], w))}
+                 for lab, m in sorted(sel.items(), key=lambda t: -t[1])}
+    return {"best": best, "accepted": acc, "per_context": per_ctx, "selection": selection}
+
+
+def chosen_labels(choice: dict, patched_label: str) -> list[str]:
+    labs = [patched_label, choice["best"]] + ([choice["accepted"]] if choice["accepted"] else [])
+    return list(dict.fromkeys(labs + sorted(set(choice["per_context"].values()))))
 
 
 # ------------------------------------------------------------------- distillation
@@ -314,7 +360,8 @@ UNITS: dict[str, tuple[str, Callable[[float], float]]] = {
     "previous worst wakeup (log scale)": ("previous step's worst cyclictest wakeup (us)", lambda t: 10 ** (6 * t) - 1),
     "benchmark progress": ("raid6 benchmark windows done", lambda t: 18 * t),
     "raid6 benchmark progress": ("raid6 benchmark windows done", lambda t: 18 * t),
-    "1 / nr_cpus": ("1 / nr_cpus", lambda t: t),
+    "previous throughput": ("previous step's throughput component (log-scaled bytes/s)", lambda t: t),
+    "previous hwrng throughput": ("previous step's hwrng throughput component (log-scaled bytes/s)", lambda t: t),
     "previous spin": ("previous step's CPU share spun in cpu_relax() (%)", lambda t: 100 * t),
     "previous hwrng spin": ("previous step's CPU share spun in cpu_relax() (%)", lambda t: 100 * t),
     "previous window's lost calls": ("previous window's calls lost to preemption (%)", lambda t: 100 * t),
@@ -328,6 +375,8 @@ def condition(name: str, threshold: float, left: bool, binary: bool) -> str:
         if "==" in name:
             return name.replace("==", "!=" if left else "==")
         return f"not ({name})" if left else name
+    if name == "1 / nr_cpus":   # decreasing in the kernel unit: the comparison turns round
+        return f"nr_cpus {'>=' if left else '<'} {1 / threshold:.3g}" if threshold > 0 else "nr_cpus >= 1"
     unit, f = UNITS.get(name, (name, lambda t: t))
     v = f(threshold)
     return f"{unit} {'<=' if left else '>'} {v:.3g}"
@@ -358,6 +407,8 @@ def rule_text(tree: dict, names: Sequence[str], binary: Sequence[bool], labels: 
     parts = []
     for v in [v for v, _ in by_class.most_common() if v != default]:
         whens = [" and ".join(c) for c, lv, _ in leaves if lv == v]
+        if len(whens) > 1:
+            whens = [f"({w})" if " and " in w else w for w in whens]
         parts.append(f"{_code(labels[v])} while {' or '.join(whens)}")
     parts.append(f"{_code(labels[default])} {'otherwise' if parts else 'always'}")
     return f"in `{site}`: " + "; ".join(parts)
@@ -369,7 +420,10 @@ def _merge(conds: list[tuple[int, bool, float]], names: Sequence[str], binary: S
     for f, left, thr in conds:
         k = (f, left)
         best[k] = min(best.get(k, thr), thr) if left else max(best.get(k, thr), thr)
-    return [condition(names[f], thr, left, binary[f]) for (f, left), thr in best.items()]
+    out = [condition(names[f], thr, left, binary[f]) for (f, left), thr in best.items()]
+    # one-hot entries: "X == a" says all that "X != b" says
+    known = {c.split(" == ")[0] for c in out if " == " in c}
+    return [c for c in out if " != " not in c or c.split(" != ")[0] not in known]
 
 
 # ---------------------------------------------------------------------- learned job
@@ -497,48 +551,49 @@ def refusals(row: dict, labels_used: Sequence[str]) -> list[str]:
     return out
 
 
-def profile_report(profile: str, static: dict, learned: dict, patched_label: str) -> dict:
-    """The per-profile entry of discover.json."""
+def profile_report(profile: str, held: dict, choice: dict, learned: dict, patched_label: str) -> dict:
+    """The per-profile entry of discover.json (``held``: :func:`heldout_job`; ``choice``:
+    :func:`choose_static`)."""
     w = signed_weights(profile)
-    rows = static["actions"]
-    sel = {lab: float(np.mean(returns_of(r["select"], w))) for lab, r in rows.items()}
-    best = max(sel, key=lambda lab: (sel[lab], lab == patched_label))   # a tie keeps the patch
-    patched = summarise("patched", patched_label, rows[patched_label]["heldout"], rows[patched_label]["counters"], w)
-    best_static = summarise("best_static", best, rows[best]["heldout"], rows[best]["counters"], w)
-    best_static["selection"] = {lab: {"mean": m, "ci95": ci95(returns_of(rows[lab]["select"], w))}
-                                for lab, m in sorted(sel.items(), key=lambda t: -t[1])}
-    # the context oracle: per context the best static action on its episodes, then on each
-    # held-out episode the chosen action of that episode's context
-    ctx_best = {}
-    for ctx in next(iter(rows.values()))["contexts"]:
-        ctx_best[ctx] = max(rows, key=lambda lab: (np.mean(returns_of(rows[lab]["contexts"][ctx], w)),
-                                                    lab == patched_label))
-    idx = range(len(static["heldout_contexts"]))
-    chosen = [ctx_best[c] for c in static["heldout_contexts"]]
+    rows = held["actions"]
+
+    def static_row(name: str, lab: str) -> dict:
+        r = summarise(name, lab, rows[lab]["heldout"], rows[lab]["counters"], w)
+        r["refused"] = refusals(r, [lab])
+        return r
+
+    patched = static_row("patched", patched_label)
+    best_static = static_row("best_static", choice["best"])
+    best_static["selection"] = choice["selection"]
+    # the context oracle: on each held-out episode, the choice of that episode's context
+    chosen = [choice["per_context"].get(c, choice["best"]) for c in held["contexts"]]
     context_oracle = summarise("context_oracle", "best static per context",
-                               [rows[a]["heldout"][i] for i, a in zip(idx, chosen)],
-                               [rows[a]["counters"][i] for i, a in zip(idx, chosen)], w)
-    context_oracle["per_context"] = ctx_best
+                               [rows[a]["heldout"][i] for i, a in enumerate(chosen)],
+                               [rows[a]["counters"][i] for i, a in enumerate(chosen)], w)
+    context_oracle["per_context"] = choice["per_context"]
+    context_oracle["refused"] = refusals(context_oracle, sorted(set(chosen)))
     lrn = summarise("learned", f"PPO ({learned['train']['steps']} steps)", learned["heldout"], learned["counters"], w)
     lrn["actions_taken"] = learned["actions_taken"]
     lrn["train"] = learned["train"]
+    lrn["refused"] = refusals(lrn, [k for k, v in learned["actions_taken"].items() if v > 0.01])
     rule = summarise("rule", "distilled rule", learned["rule_heldout"], learned["rule_counters"], w)
+    rule["refused"] = refusals(rule, [])
     cmp = {"learned - patched": paired(lrn, patched), "learned - best_static": paired(lrn, best_static),
            "best_static - patched": paired(best_static, patched), "rule - patched": paired(rule, patched),
            "context_oracle - patched": paired(context_oracle, patched),
            "learned - context_oracle": paired(lrn, context_oracle)}
-    patched["refused"] = refusals(patched, [patched_label])
-    best_static["refused"] = refusals(best_static, [best])
-    lrn["refused"] = refusals(lrn, [k for k, v in learned["actions_taken"].items() if v > 0.01])
-    rule["refused"] = refusals(rule, [])
-    context_oracle["refused"] = refusals(context_oracle, sorted(set(chosen)))
+    accepted = None
+    if choice["accepted"] is not None:
+        accepted = static_row("best_accepted", choice["accepted"])
+        cmp["best_accepted - patched"] = paired(accepted, patched)
+        cmp["learned - best_accepted"] = paired(lrn, accepted)
     entry = {"profile": profile, "patched": patched, "best_static": best_static, "learned": lrn,
              "rule": learned["rule"], "rule_agreement": learned["rule_agreement"],
              "beats_patch": cmp["learned - patched"]["beats"],
              "beats_best_static": cmp["learned - best_static"]["beats"],
              "best_static_beats_patch": cmp["best_static - patched"]["beats"],
              "beats_context_oracle": cmp["learned - context_oracle"]["beats"],
-             "rule_policy": rule, "context_oracle": context_oracle, "comparisons": cmp,
+             "rule_policy": rule, "context_oracle": context_oracle, "best_accepted": accepted, "comparisons": cmp,
              "rule_agreement_per_dim": learned["rule_agreement_per_dim"],
              "distill_states": learned["distill_states"], "heldout_states": learned["heldout_states"]}
     entry["findings"] = findings(entry)
@@ -551,20 +606,34 @@ def findings(e: dict) -> list[str]:
 
     def says(key: str, a: str, b: str) -> str:
         x = c[key]
-        verdict = "beats" if x["beats"] else "does not beat"
-        return f"{a} {verdict} {b} beyond the 95% interval ({x['mean_diff']:+.3f} ± {x['ci95']:.3f} per episode)"
+        if x["beats"]:
+            verdict = "beats"
+        elif x["mean_diff"] + x["ci95"] < 0:
+            verdict = "is worse than"
+        else:
+            verdict = "is within the noise of"
+        return f"{a} {verdict} {b} (difference {x['mean_diff']:+.3f} ± {x['ci95']:.3f} per episode, 95% interval)"
 
     out = [says("learned - patched", "the learned policy", "the patch"),
            says("best_static - patched", f"the best static policy ({e['best_static']['policy']})", "the patch"),
            says("learned - best_static", "the learned (state-dependent) policy", "the best static one")]
     if not (e["beats_patch"] or e["best_static_beats_patch"]):
         out.append("nothing here beats the patch: under this profile the patch is as good as the policies searched")
+    refused_win = False
     for key, name in (("learned", "the learned policy"), ("best_static", "the best static policy")):
         row = e[key]
         wins = e["beats_patch"] if key == "learned" else e["best_static_beats_patch"]
         new = [r for r in row["refused"] if r not in e["patched"]["refused"]]
         if wins and new:
+            refused_win = True
             out.append(f"{name} wins with what a kernel developer would refuse: " + "; ".join(new))
+    if e.get("best_accepted") is not None and (refused_win or e["best_accepted"]["policy"] != e["best_static"]["policy"]):
+        what = ("the best static policy a kernel developer would accept (no BUG, RCU stall, spinning or "
+                "refused choice on the selection episodes)")
+        if e["best_accepted"]["policy"] == e["patched"]["policy"]:
+            out.append(f"{what} is the patch itself")
+        else:
+            out.append(says("best_accepted - patched", f"{what}, {e['best_accepted']['policy']},", "the patch"))
     return out
 
 
@@ -585,10 +654,9 @@ class DiscoverResult:
             "profiles": self.profiles, "static_wall_s": self.static_wall_s, "wall_s": self.wall_s,
             "files": self.files,
             "criteria": {"select_seed": SELECT_SEED, "heldout_seed": HELDOUT_SEED, "distill_seed": DISTILL_SEED,
-                         "context_seed": CONTEXT_SEED, "context_episodes": CONTEXT_EPISODES,
                          "rule_depth": RULE_DEPTH, "spin_refused": SPIN_REFUSED,
                          "beats": "mean paired difference - its 95% interval (Student t) > 0"}},
-            default=_plain))
+            allow_nan=True))   # (plain Python values throughout: a numpy value here is a bug)
 
     def format_text(self) -> str:
         lines = [f"kenv discover {self.env}: {self.seeds} held-out episodes (seeds {HELDOUT_SEED}+), "
@@ -603,17 +671,7 @@ class DiscoverResult:
         return "\n".join(lines)
 
 
-def _plain(o: Any):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-ROWS = ("patched", "best_static", "context_oracle", "learned", "rule_policy")
+ROWS = ("patched", "best_static", "best_accepted", "context_oracle", "learned", "rule_policy")
 
 
 def _table(e: dict) -> str:
@@ -621,7 +679,9 @@ def _table(e: dict) -> str:
             f"{'spin':>6} {'BUG eps':>7} {'RCU eps':>7} {'CPU burned':>10}")
     lines = [head, "-" * len(head)]
     for key in ROWS:
-        r = e[key]
+        r = e.get(key)
+        if r is None:
+            continue
         c = r["counters"]
         choice = r["policy"] if len(r["policy"]) <= 32 else r["policy"][:31] + "…"
         lines.append(f"{r['name']:<15} {choice:<32} {r['return_mean']:>8.3f} ± {r['return_ci95']:<6.3f} "
@@ -661,14 +721,16 @@ def write_figure(path: str, res: DiscoverResult) -> None:
     n = len(res.profiles)
     fig = Figure(figsize=(10, 3.6 * n), dpi=100)
     FigureCanvasAgg(fig)
-    colours = {"patched": "#2ca02c", "best_static": "#000000", "context_oracle": "#7f7f7f", "learned": "#1f77b4",
+    colours = {"patched": "#2ca02c", "best_static": "#000000", "best_accepted": "#9467bd", "context_oracle": "#7f7f7f", "learned": "#1f77b4",
                "rule_policy": "#ff7f0e"}
     for i, e in enumerate(res.profiles):
         for j, (xkey, xlabel) in enumerate((("latency", "latency component (mean per episode)"),
                                             ("cpu", "CPU burned in cpu_relax() (% of the time)"))):
             ax = fig.add_subplot(n, 2, 2 * i + j + 1)
             for key in ROWS:
-                r = e[key]
+                r = e.get(key)
+                if r is None:
+                    continue
                 x = r["components"]["latency"] if xkey == "latency" else 100 * (r["counters"]["cpu_burned"] or 0)
                 ax.scatter([x], [r["components"]["throughput"]], s=160 if key == "patched" else 50,
                            marker="*" if key == "patched" else "o", color=colours[key],
@@ -725,13 +787,17 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
         env.close()
         if patched_label not in static["actions"]:   # the oracle's max must include the patch
             raise RuntimeError(f"{env_id}: the patched action {patched_label} is not among the static actions")
+        choices = {p: choose_static(static, p, patched_label) for p in profiles}
+        labels = list(dict.fromkeys(lab for p in profiles for lab in chosen_labels(choices[p], patched_label)))
+        held = heldout_job(env_id, acts, seeds, labels, os.path.join(out, "static_heldout.json"))
+        log(f"{env_id}: {len(labels)} chosen static actions on {seeds} held-out episodes ({held['wall_s']:.1f}s)")
         entries = []
         for p in profiles:
             lj = learned_job(env_id, p, acts, seeds, train_seed, steps, out)
             log(f"{env_id} profile {p}: trained {lj['train']['steps']} steps ({lj['train']['wall_s']:.1f}s), "
                 f"evaluated and distilled ({lj['eval_wall_s']:.1f}s)")
-            entries.append(profile_report(p, static, lj, patched_label))
-        res = DiscoverResult(env_id, acts, seeds, out, entries, static["wall_s"])
+            entries.append(profile_report(p, held, choices[p], lj, patched_label))
+        res = DiscoverResult(env_id, acts, seeds, out, entries, static["wall_s"] + held["wall_s"])
         res.files = {"json": os.path.join(out, "discover.json"), "md": os.path.join(out, "discover.md")}
         if plots:
             res.files["png"] = os.path.join(out, "discover.png")

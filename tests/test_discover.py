@@ -96,6 +96,9 @@ def test_discover_brief_structure_and_oracle(tmp_path, capsys):
         assert len(e[k]["returns"]) == 3
         assert set(e[k]["components"]) == set(dc.COMPONENTS)
         assert {"bugs", "rcu_stalls", "cpu_burned"} <= set(e[k]["counters"])
+    # the best static action without BUGs, stalls, spinning or a refused choice: here the patch
+    # (usleep_range, which wins, is not cancellable through rng->dying)
+    assert e["best_accepted"]["policy"] == "hwrng_yield"
     assert isinstance(e["beats_patch"], bool) and isinstance(e["beats_best_static"], bool)
     assert 0.0 <= e["rule_agreement"] <= 1.0 and e["rule"].startswith("in `bcm2835_rng_read()`: ")
     # the oracle is a max over a set that holds the patch: at least as good on the episodes it was chosen on
