@@ -734,7 +734,7 @@ def write_figure(path: str, res: DiscoverResult) -> None:
                 x = r["components"]["latency"] if xkey == "latency" else 100 * (r["counters"]["cpu_burned"] or 0)
                 ax.scatter([x], [r["components"]["throughput"]], s=160 if key == "patched" else 50,
                            marker="*" if key == "patched" else "o", color=colours[key],
-                           label=f"{r['name']}: {r['policy']}"[:48], zorder=3)
+                           label=f"{r['name']}: {r['policy']}"[:48], zorder=4 if key == "patched" else 3)
             ax.set_xlabel(xlabel)
             ax.set_ylabel("throughput component")
             ax.set_title(f"{res.env} — profile {e['profile']}", fontsize=9)
@@ -780,8 +780,8 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     with DirLock(out, "--out"):
         remove_stale_tmp(out)
         static = static_job(env_id, acts, seeds, os.path.join(out, "static.json"))
-        log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection and {seeds} held-out "
-            f"episodes ({static['wall_s']:.1f}s)")
+        log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection episodes "
+            f"({static['wall_s']:.1f}s)")
         env = _make(env_id, acts)
         patched_label = env.unwrapped.action_label(make_policy("patched", env).action)
         env.close()
