@@ -6,6 +6,7 @@
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
+    kenv discover --env ID ...     extended actions: patch vs best static vs learned, and the rule learned
     kenv trace experiment|env ...  record a run as Perfetto JSON or ftrace text (``kenv trace -h``)
     kenv --version                 the installed kenv-gym's version
 """
@@ -108,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     rd.set_defaults(_run=lambda a: _rediscover_module().run_from_args(a))
 
+    dc = sub.add_parser("discover", help="search the extended actions: patch, best static and learned "
+                        "policy on held-out episodes, and the learned policy as a rule")
+    _discover_module().add_arguments(dc)
+    dc.set_defaults(_run=lambda a: _discover_module().run_from_args(a))
+
     from .trace.cli import add_trace_parser
     add_trace_parser(sub, _add_common)
     return parser
@@ -145,6 +151,12 @@ def _rediscover_module():
     from kenv.agents import rediscover
 
     return rediscover
+
+
+def _discover_module():
+    from agents import discover
+
+    return discover
 
 
 def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
