@@ -810,7 +810,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
 
 # -------------------------------------------------------------------------- CLI
 def add_arguments(p) -> None:
-    from kenv.cli import env_id_arg
+    from kenv.envs.registration import env_id_arg
     from kenv.schema import cli_count, cli_seed
 
     p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")

@@ -19,6 +19,7 @@ import sys
 from typing import Sequence
 
 from .errors import ConfigError
+from .envs.registration import env_id_arg
 from .schema import cli_count, cli_count0, cli_seed
 
 
@@ -46,16 +47,6 @@ def version() -> str:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--seed", type=cli_seed, default=0, help="random seed, an integer >= 0 (default 0)")
-
-
-def env_id_arg(text: str) -> str:
-    """argparse ``type=`` of --env: a kenv environment id."""
-    from .envs.registration import ENVS
-
-    ids = [e[0] for e in ENVS]
-    if text not in ids:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(ids)}")
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -46,7 +46,7 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``trace`` to the ``kenv`` subcommands; ``add_common`` adds --json/--seed."""
-    from ..cli import env_id_arg
+    from ..envs.registration import env_id_arg
     from ..experiments import add_experiment_parsers
     from ..schema import cli_count
 
