@@ -36,7 +36,7 @@ reset draws its scenario from the env's mix, so these are held-out scenario draw
 distillation states ``DISTILL_SEED + i``.
 Every policy plays the same held-out episodes; ``beats_*`` compare two policies on them
 pairwise: the mean of the per-episode differences minus its 95% interval (Student t,
-:func:`agents.evaluate.ci95`) must be above 0.  ``beats_patch``: learned beats patched;
+:func:`kenv.agents.evaluate.ci95`) must be above 0.  ``beats_patch``: learned beats patched;
 ``beats_best_static``: learned beats best_static (the state-dependent policy beats the
 best constant one); ``best_static_beats_patch``: the constant oracle beats the patch.
 
@@ -63,7 +63,7 @@ Output (``--out``, default ``runs/discover/<env>``), every file written atomical
 point per policy, the patch marked), ``static.json`` (every static action's selection
 episodes: profile-independent, see :func:`static_job`), ``static_heldout.json`` (the
 chosen ones' held-out episodes) and per profile ``<profile>/train/`` (the
-training run, :mod:`agents.train`) and ``<profile>/learned.json``.
+training run, :mod:`kenv.agents.train`) and ``<profile>/learned.json``.
 
 Resuming: as ``kenv rediscover``, a rerun with the same ``--out`` skips what is finished
 (``static.json``, ``static_heldout.json``, ``learned.json`` with the same fingerprint; anything else is

@@ -145,7 +145,7 @@ def _rediscover_module():
 
 
 def _discover_module():
-    from agents import discover
+    from kenv.agents import discover
 
     return discover
 

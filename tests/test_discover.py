@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import kenv  # noqa: F401
-from agents import discover as dc
-from agents.baselines import StaticPolicy, make_policy, run_episode
+from kenv.agents import discover as dc
+from kenv.agents.baselines import StaticPolicy, make_policy, run_episode
 from kenv.cli import main
 
 ENVS = ("kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", "kenv/Kernel-v0")

@@ -171,3 +171,20 @@ def test_the_check_catches_a_wrong_import(module, source):
 ])
 def test_the_check_allows_a_right_import(module, source):
     assert not layer_violations(source, module)
+
+
+def test_nothing_imports_the_top_level_name_agents():
+    """agents/ is installed as ``kenv.agents`` only (issue #32): an ``import agents``
+    works from a checkout under pytest (the rootdir is on sys.path) but fails in
+    an installed ``kenv`` command, and would load a second copy of each module."""
+    root = KENV.parent
+    bad = []
+    for folder in ("kenv", "agents", "tests", "benchmarks", "examples"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
+                         else [])
+                bad += [f"{path.relative_to(root)}:{node.lineno}: {n}" for n in names
+                        if n == "agents" or n.startswith("agents.")]
+    assert not bad, "import kenv.agents instead: " + "; ".join(bad)
