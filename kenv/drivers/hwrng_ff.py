@@ -88,10 +88,6 @@ class Counters(NamedTuple):
     read_bytes: int      # ... and their bytes
 
 
-#: the counters a skipped cycle adds (everything but the clocks): exec_ns onwards
-_ADDED_FROM = Counters._fields.index("exec_ns")
-
-
 class FrameState(NamedTuple):
     """What the poller's frames and the lock hold at a boundary."""
 
@@ -146,14 +142,11 @@ class WaitCycle:
     wait_ns: int | None                   # its wait's duration (for wait_log; None: not logged)
     #: everything measured: two cycles with the same identity are the same cycle
     identity: tuple = field(init=False)
-    #: the counters it adds, in Counters' order from exec_ns
-    added: tuple = field(init=False)
     #: it took nothing and every status read saw an empty FIFO
     empty: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.identity = (self.deltas, self.wake_offset, self.end_state, self.status_reads, self.wait_ns)
-        self.added = self.deltas[_ADDED_FROM:]
         self.empty = not self.deltas.consumed and all(r.seen == 0 for r in self.status_reads)
 
 
@@ -321,8 +314,8 @@ class HwrngFastForward:
         self._last: dict[Task, Boundary] = {}
         #: per (poller, wait): its table in self.learned
         self._tables: dict[tuple, CycleTable] = {}
-        #: per poller: the RNG_STATUS reads of the cycle in progress (time, seen, taken)
-        self._status_reads: dict[Task, list | None] = {}
+        #: per poller: the RNG_STATUS reads of the cycle in progress (offset: their time)
+        self._status_reads: dict[Task, list[StatusRead] | None] = {}
         self.jumps = 0
         self.polls_skipped = 0
         self.reads_skipped = 0
@@ -343,7 +336,7 @@ class HwrngFastForward:
         reads = self._status_reads.get(task)
         if reads is not None:
             if len(reads) < MAX_EVENTS:
-                reads.append((task.k.now, seen, taken))
+                reads.append(StatusRead(task.k.now, seen, taken))
             else:
                 self._status_reads[task] = None   # not a short wait cycle: nothing to learn
 
@@ -416,7 +409,7 @@ class HwrngFastForward:
                 return here
             wait_ns = log[-1][2] - log[-1][1]
         cycle = WaitCycle(d, here.counters.woken - t0, here.key.state,
-                          tuple(StatusRead(t - t0, seen, taken) for t, seen, taken in reads), wait_ns)
+                          tuple(r._replace(offset=r.offset - t0) for r in reads), wait_ns)
         table = self._table(task)
         known = table.get(last.key)
         if known is None:
@@ -563,14 +556,14 @@ class HwrngFastForward:
         produced = rng.produced
         cap = rng.params.fifo_words
         level, last_read, p_ref = fifo
-        for off, seen, taken in c.status_reads:
-            t = base + off
+        for read in c.status_reads:
+            t = base + read.offset
             p = produced(t)
             avail = min(cap, level + p - p_ref)
-            if avail != seen:
+            if avail != read.seen:
                 return None
-            if taken:
-                level, last_read, p_ref = avail - taken, t, p
+            if read.taken:
+                level, last_read, p_ref = avail - read.taken, t, p
         return FifoState(level, last_read, p_ref)
 
     # ---------------------------------------------------- back-to-back reads
@@ -726,16 +719,17 @@ class CyclePlan:
             best = run.first - 1 + min(run.count, (t - run.start) // dt)
         return best
 
-    def sums(self, n: int) -> list[int]:
-        """The counters cycles 1 .. n add (Counters' order from exec_ns)."""
-        out = [0] * (len(Counters._fields) - _ADDED_FROM)
+    def sums(self, n: int) -> Counters:
+        """What cycles 1 .. n add to the counters (``time``: their length;
+        ``woken``: not a sum, 0)."""
+        out = repeat(0, len(Counters._fields))
         for cycle, count, first, _ in self.runs:
             m = min(n, first + count - 1) - first + 1
             if m <= 0:
                 break
-            add = cycle.added if m == 1 else map(operator.mul, cycle.added, repeat(m))
-            out = list(map(operator.add, out, add))
-        return out
+            add = cycle.deltas if m == 1 else map(operator.mul, cycle.deltas, repeat(m))
+            out = map(operator.add, out, add)
+        return Counters._make(out)._replace(woken=0)
 
     def last_consuming(self, n: int) -> tuple[int, WaitCycle]:
         """(its start, cycle m) for the last cycle m in 1 .. n that takes words (there must be one)."""
@@ -764,7 +758,7 @@ class PollSkip:
         self.landing = landing
         self.counters = counters          # at the plan's start
         self.forgotten = ff.forgotten     # forget() calls before the skip
-        self.added: list[int] = []        # what the skipped cycles added (Counters from exec_ns)
+        self.added: Counters | None = None   # what the skipped cycles added
         self.timer: timer_list | None = None
         self.ev = None
 
@@ -790,8 +784,8 @@ class PollSkip:
             # learning goes on: the landing cycle starts from the boundary the
             # skip computed -- unless the wait changed meanwhile (forget()) or
             # something else woke the poller
-            counters = Counters(start, plan.wakeup(n),
-                                *map(operator.add, self.counters[_ADDED_FROM:], self.added))
+            counters = Counters._make(map(operator.add, self.counters, self.added))._replace(
+                time=start, woken=plan.wakeup(n))
             state = plan.cycle(n).end_state
             ff._last[task] = Boundary(counters, StartKey(state, ff._phase(k, start)))
             ff._status_reads[task] = []
@@ -821,34 +815,32 @@ class PollSkip:
         task, plan, rng = self.task, self.plan, self.ff.rng
         rq = self.k.cpus[task.cpu]
         core = rng.core
-        self.added = plan.sums(n)
-        (exec_ns, vruntime, nvcsw, nivcsw, nr_switches, busy_ns, waits, consumed, to_user, reads,
-         read_bytes) = self.added
-        task.sum_exec_runtime += exec_ns
-        task.vruntime += vruntime
-        task.nvcsw += nvcsw
-        task.nivcsw += nivcsw
-        rq.nr_switches += nr_switches
-        rq.busy_ns += busy_ns
+        add = self.added = plan.sums(n)
+        task.sum_exec_runtime += add.exec_ns
+        task.vruntime += add.vruntime
+        task.nvcsw += add.nvcsw
+        task.nivcsw += add.nivcsw
+        rq.nr_switches += add.nr_switches
+        rq.busy_ns += add.busy_ns
         last = plan.cycle(n)
         # min_vruntime followed the poller, alone on its CPU, at each switch-in
         v_switch_in = task.vruntime - last.deltas.vruntime
         if v_switch_in > rq.min_vruntime:
             rq.min_vruntime = v_switch_in
         comm = task.comm
-        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + waits
-        if consumed:
-            core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + to_user
-            core.reads_returned(comm, reads, read_bytes)
+        rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + add.waits
+        if add.consumed:
+            core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + add.to_user
+            core.reads_returned(comm, add.reads, add.read_bytes)
             if rng.read_log is not None:
                 for base, cycle in plan.logged(n):
-                    for off, seen, taken in cycle.status_reads:
-                        if taken:
-                            rng.read_log.append((base + off, taken, comm))
+                    for read in cycle.status_reads:
+                        if read.taken:
+                            rng.read_log.append((base + read.offset, read.taken, comm))
             # the FIFO as the last skipped read left it
             base, cycle = plan.last_consuming(n)
-            off, seen, taken = next(r for r in reversed(cycle.status_reads) if r.taken)
-            rng.words_read(consumed, base + off, seen - taken)
+            read = next(r for r in reversed(cycle.status_reads) if r.taken)
+            rng.words_read(add.consumed, base + read.offset, read.seen - read.taken)
         # the frames of the read(2) in progress and rng_buffer, as at the end of cycle n
         call = core.reading.get(task)
         if call is not None and last.end_state.call is not None:
