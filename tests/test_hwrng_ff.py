@@ -24,7 +24,7 @@ from kenv.drivers.hwrng import Bcm2835Params, parse_wait
 from kenv.drivers.hwrng_ff import HwrngLearned
 from kenv.drivers.random import InputPool
 from kenv.envs.base import FastForwardMemory
-from kenv.envs.hwrng_wait import HwrngSubsystem
+from kenv.subsystems.hwrng import HwrngSubsystem
 from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
 from kenv.sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, Engine
 from search_fast_forward import hwrng_fast_forward, record_episodes

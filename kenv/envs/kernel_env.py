@@ -15,12 +15,14 @@ from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from .base import (
-    KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, kernel_reports_info, one_hot,
-)
-from .hwrng_wait import HwrngSubsystem, HwrngWaitEnv, pool_info
-from .raid6_bench import LOADS, Raid6BenchEnv, Raid6Subsystem
-from .random_mix import QPERF_SCENARIO_FIELDS, QperfSubsystem, RandomMixEnv, resolve_machine
+from ..subsystems.common import kernel_reports_info
+from ..subsystems.hwrng import HwrngSubsystem, pool_info
+from ..subsystems.qperf import QperfSubsystem, resolve_machine
+from ..subsystems.raid6 import Raid6Subsystem
+from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
+from .hwrng_wait import HwrngWaitEnv
+from .raid6_bench import LOADS, Raid6BenchEnv
+from .random_mix import QPERF_SCENARIO_FIELDS, RandomMixEnv
 
 #: the decisions, in the order of the MultiDiscrete action
 DIMENSIONS = ("deferral", "wait", "raid6")

@@ -2,136 +2,23 @@
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
 
 from ..drivers.raid6 import KERNEL_VERSIONS
-from ..kernel.core import PREEMPT_MODELS, TASK_RUNNABLE, Kernel
+from ..experiments.raid6_cyclictest import resolve_config
+from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
 from ..sim.engine import NSEC_PER_SEC, Engine
-from ..workloads.cyclictest import Cyclictest
-from ..workloads.load import parse_load, start_load
-from ..workloads.modprobe import Modprobe
-from ..experiments.raid6_cyclictest import SETTLE_NS, resolve_config
-from .base import (
-    KERNEL_CONFIG_ROWS, NO_VALUE, KenvEnv, kernel_config_features, kernel_reports_info, log_latency, one_hot,
-)
+from ..subsystems.common import kernel_reports_info
+from ..subsystems.raid6 import Raid6Subsystem
+from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
 LOADS = ("none", "continuous", "20/50")
-#: windows in the longest benchmark (v5.16, AVX-512: 9 gen + 9 xor), for the progress entry
-MAX_WINDOWS = 18
 #: a step never simulates more than this (guards against a stuck scenario)
 STEP_LIMIT_NS = 30 * NSEC_PER_SEC
-#: ``info["window"]`` of a step in which no benchmark window ended (and of reset)
-NO_WINDOW = MappingProxyType({"algo": "", "kind": "", "perf": -1, "mb_s": -1, "lost_fraction": NO_VALUE})
-#: the benchmark's result in info until modprobe exits
-NO_RESULT = MappingProxyType({"chosen": "", "best": "", "chosen_gen_mb_s": NO_VALUE, "best_gen_mb_s": NO_VALUE,
-             "throughput_lost": NO_VALUE, "dmesg": "", "load_s": NO_VALUE})
-
-
-class _ProbeCyclictest(Cyclictest):
-    """cyclictest that also remembers when each thread's hrtimer last fired,
-    so a step can count a wakeup that is still waiting for the CPU."""
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.fired_at: dict[int, int] = {}
-
-    def _hrtimer_expire(self, task):
-        self.fired_at[task.pid] = self.k.now
-        super()._hrtimer_expire(task)
-
-
-class Raid6Subsystem:
-    """``modprobe raid6_pq`` on a simulated kernel, probed by a cyclictest
-    thread on the CPU it runs on.  Used by Raid6Bench-v0 and Kernel-v0:
-    ``begin_step(mode)``, run the kernel, ``end_step()``."""
-
-    def __init__(self, k: Kernel, plat, *, cpu: int, kernel_version: str, load, interval_us: int,
-                 t0: int):
-        self.k, self.plat, self.cpu = k, plat, cpu
-        self.load = parse_load(load)
-        self.ct = _ProbeCyclictest(k, plat.cyclictest, interval_us=interval_us, priority=95, cpus=[cpu])
-        self.ct.start(t0)
-        self.mp = Modprobe(k, plat.extra["modprobe"], plat.raid6, kernel_version=kernel_version,
-                           mode="preempt_disable")
-        k.engine.at(t0 + plat.cyclictest.thread_spawn_ns + SETTLE_NS, self._launch)
-        self.steps = 0
-        self.last = [0.0, 0.0]
-        self.credited = False
-        #: info's benchmark result: NO_RESULT until modprobe exits
-        self.result = NO_RESULT
-        #: called as a benchmark window ends and as modprobe exits (Raid6Bench-v0's step ends)
-        self.on_progress = None
-
-    def _launch(self) -> None:
-        # fork+exec from a shell that last ran on ``cpu``, which is idle: it stays there
-        task = self.mp.start(self.cpu)
-        if self.on_progress is not None:
-            self.mp.sel.on_window = self.on_progress
-            task.on_exit.append(lambda _task: self.on_progress())
-        if self.load is not None:
-            start_load(self.k, task.cpu, self.load)
-
-    @property
-    def done(self) -> bool:
-        return self.mp.done
-
-    @property
-    def windows_done(self) -> int:
-        return len(self.mp.sel.windows)
-
-    def begin_step(self, mode: str) -> None:
-        self.mp.sel.mode = mode
-        self._n0 = len(self.mp.sel.windows)
-        if self.ct.stats:
-            self.ct.stats[0].max_ns = 0  # the probe's Max is read per step
-
-    def end_step(self) -> dict:
-        k, sel = self.k, self.mp.sel
-        self.steps += 1
-        worst = self.ct.stats[0].max_ns if self.ct.stats else 0
-        task = self.ct.tasks[0] if self.ct.tasks else None
-        if task is not None and task.state == TASK_RUNNABLE:
-            # a wakeup still waiting for the CPU counts with what it has waited so far
-            worst = max(worst, k.now - self.ct.fired_at.get(task.pid, k.now))
-        latency = log_latency(worst / 1000.0)
-        win = sel.windows[-1] if len(sel.windows) > self._n0 else None
-        lost = win.lost_fraction if win is not None else 0.0
-        self.last = [latency, lost]
-        m = {"latency": latency, "throughput": 0.0,
-             "raw": {"worst_wakeup_us": worst / 1000.0, "window": dict(NO_WINDOW) if win is None else
-                     {"algo": win.algo, "kind": win.kind, "perf": int(win.perf), "mb_s": int(win.mb_s),
-                      "lost_fraction": float(lost)}}}
-        if self.mp.done and not self.credited:
-            self.credited = True
-            chosen = self.plat.raid6.by_name(sel.chosen)
-            fastest = self.plat.raid6.fastest()
-            ratio = chosen.gen_mb_s / fastest.gen_mb_s
-            # The algorithm serves the machine from now on: its speed is credited
-            # once for every step the benchmark took.
-            m["throughput"] = ratio * self.steps
-            self.result = {"chosen": sel.chosen, "best": fastest.name,
-                           "chosen_gen_mb_s": float(chosen.gen_mb_s), "best_gen_mb_s": float(fastest.gen_mb_s),
-                           "throughput_lost": 1.0 - ratio, "dmesg": "\n".join(sel.dmesg_lines()),
-                           "load_s": self.mp.load_ns / NSEC_PER_SEC}
-        return m
-
-    @staticmethod
-    def raw_at_reset() -> dict:
-        """The step-only info entries before the first step (and of a step without raid6)."""
-        return {"worst_wakeup_us": NO_VALUE, "window": dict(NO_WINDOW)}
-
-    def observation(self) -> list[float]:
-        return [float(self.load is not None and self.load.continuous),
-                float(self.load is not None and not self.load.continuous),
-                min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS)] + self.last
-
-    def info(self) -> dict:
-        return {"bench_cpu": self.cpu, "windows_done": len(self.mp.sel.windows), **self.result}
 
 
 class _Raid6Episode:

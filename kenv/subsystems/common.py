@@ -1,0 +1,37 @@
+"""What the subsystems and the environments share: info entries and the latency scale."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+#: info's value of a float that has none yet (a time, rate or share that is never
+#: negative); not NaN: Gymnasium's check_env compares infos with ==, and
+#: Tianshou's buffer rejects NaN as it does None
+NO_VALUE = -1.0
+
+
+def kernel_reports_info(stall_kernels: Sequence, bug_kernels: Sequence) -> dict:
+    """The RCU stall and BUG reports of the kernels so far, as fixed-shape info
+    entries (a vector env stacks them; the reports themselves stay on the kernels):
+    ``bugs`` and ``rcu_stalls`` count them; ``last_bug`` ("" before any),
+    ``last_rcu_stall_t_s`` (NO_VALUE, -1.0, before any) and ``last_rcu_stall_cpu`` (-1 before
+    any) describe the last one, of the last kernel in the given order that has one."""
+    bugs, last_bug = 0, ""
+    for k in bug_kernels:
+        if k.bugs:
+            bugs += len(k.bugs)
+            last_bug = k.bugs[-1]
+    stalls, t_s, cpu = 0, NO_VALUE, -1
+    for k in stall_kernels:
+        if k.rcu_stalls:
+            stalls += len(k.rcu_stalls)
+            last = k.rcu_stalls[-1]
+            t_s, cpu = float(last.t_s), int(last.cpu)
+    return {"bugs": bugs, "last_bug": last_bug, "rcu_stalls": stalls,
+            "last_rcu_stall_t_s": t_s, "last_rcu_stall_cpu": cpu}
+
+
+def log_latency(us: float) -> float:
+    """Latency cost on a log scale: log10(1 + us) / 6 (1 s -> 1.0, 10 us -> 0.17)."""
+    return math.log10(1.0 + max(0.0, us)) / 6.0

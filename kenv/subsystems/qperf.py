@@ -1,0 +1,93 @@
+"""Two hosts running qperf tcp_lat, their NIC interrupts feeding random.c's fast pools."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..drivers.random import IrqRandomness
+from ..platforms import get_platform
+from ..sim.engine import NSEC_PER_SEC, check_period
+from ..workloads.qperf import (
+    QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
+)
+from .common import NO_VALUE, kernel_reports_info
+
+class QperfSubsystem:
+    """Two booted hosts of ``plat`` and one qperf tcp_lat client/server pair at
+    one message size; the hosts' NIC interrupts feed their fast pools.  Owns
+    the engine: ``step(deferral)`` runs the next ``step_ns`` of the ping-pong,
+    which goes on across steps (and whatever else lives on the client host's
+    kernel).  Used by RandomMix-v0 and Kernel-v0."""
+
+    def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
+                 threshold: int, step_ns: int, learned: QperfLearned | None = None):
+        self.plat = plat
+        self.size = parse_size(str(msg_size))
+        self.msg_size_label = format_size(self.size)
+        self.threshold = threshold
+        self.step_ns = check_period(step_ns, "step")   # (a zero step would freeze simulated time)
+        self.wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, threshold=threshold),
+                              preempt=preempt, rng=rng, instances=1,
+                              mode="exact" if learned is None else "aggregated", learned=learned)
+        self.randoms: list[IrqRandomness] = [h.random for h in self.wl.hosts]
+        # the client's and the server's kernel and input pool (QperfTcpLat has
+        # these two hosts): the per-step sums below name them, no loop
+        client, server = self.wl.hosts
+        self.kernels = (client.k, server.k)
+        self._pools = (client.random.input_pool, server.random.input_pool)
+        self.client_kernel = client.k
+        self.client_pool = client.random.input_pool
+        # the undisturbed round trip of this size: the latency reference
+        self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size, learned=learned)
+        self.last = 0.0
+
+    def bits(self) -> int:
+        a, b = self._pools
+        return a.init_bits + b.init_bits
+
+    def bugs(self) -> int:
+        a, b = self.kernels
+        return len(a.bugs) + len(b.bugs)
+
+    def mixes(self) -> int:
+        a, b = self.randoms
+        return a.mixes + b.mixes
+
+    def step(self, deferral: str) -> dict:
+        for r in self.randoms:
+            r.set_deferral(deferral)
+        mixes0 = self.mixes()
+        # qperf runs on across steps; a step is the next step_ns of it
+        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns, self.clean_rtt_ns)
+        lat_ns = st.latency_ns
+        clean_ns = self.clean_rtt_ns / 2
+        regression = max(0.0, lat_ns / clean_ns - 1.0)
+        self.last = min(1.0, regression * 5.0)
+        return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
+                "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
+                        "round_trips": int(st.round_trips),
+                        "mixes": self.mixes() - mixes0}}
+
+    #: the step-only info entries before the first step (reset's info)
+    RAW_AT_RESET = {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": 0, "mixes": 0}
+
+    def info(self) -> dict:
+        """State entries of info; both hosts' in arrays of shape (2,): client, server."""
+        a, b = self._pools
+        return {"msg_size": self.msg_size_label,
+               "crng_init": np.array((a.crng_init, b.crng_init), dtype=np.int64),
+               "bits_credited_total": np.array((a.init_bits, b.init_bits), dtype=np.int64),
+               "crng_ready_s": np.array((NO_VALUE if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
+                                         NO_VALUE if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC)),
+                **kernel_reports_info(self.kernels, self.kernels)}
+
+
+def resolve_machine(scenario: dict):
+    """The platform with the scenario's HZ, and the preemption model."""
+    plat = get_platform(scenario["platform"])
+    preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
+    if scenario["hz"] != "platform":
+        plat = dataclasses.replace(plat, hz=int(scenario["hz"]))
+    return plat, preempt
