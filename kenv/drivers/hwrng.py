@@ -193,6 +193,16 @@ class WaitStrategy:
         not on an hrtimer (usleep_range) or not at all (cpu_relax)."""
         return self.kind in ("hwrng_yield", "hwrng_msleep")
 
+    def timeout_jiffies(self, hz: int) -> int:
+        """The timeout (jiffies) a timer-wheel wait passes to
+        ``wait_for_completion_interruptible_timeout()``: 1 for hwrng_yield(),
+        ``msecs_to_jiffies(MS) + 1`` for hwrng_msleep(MS)."""
+        if self.kind == "hwrng_yield":
+            return 1
+        if self.kind == "hwrng_msleep":
+            return msecs_to_jiffies(self.args[0], hz) + 1
+        raise ValueError(f"{self} does not sleep on the timer wheel")
+
     @property
     def cancellable(self) -> bool:
         """Whether ``complete_all(&rng->dying)`` (device removal, suspend) ends the

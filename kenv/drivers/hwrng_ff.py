@@ -37,11 +37,10 @@ from itertools import repeat
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, RunUntil, Task, TaskBody
-from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex_lock, mutex_unlock
-from ..kernel.sleep import _process_timeout
+from ..kernel.sleep import _process_timeout, schedule_timeout
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
-from ..sim.engine import NSEC_PER_SEC
+from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sim.engine import Engine
@@ -354,7 +353,7 @@ class HwrngFastForward:
         if w.kind == "hwrng_yield":
             return (t % k.TICK_NSEC, 0)
         if w.kind == "hwrng_msleep":
-            timeout = msecs_to_jiffies(w.args[0], k.HZ) + 1
+            timeout = w.timeout_jiffies(k.HZ)
             j = k.jiffies_at(t)
             lvl, _ = calc_wheel_index(j + timeout, j, k.HZ)
             return (t % k.TICK_NSEC, j % LVL_GRAN(lvl))
@@ -748,9 +747,10 @@ class CyclePlan:
 
 
 class PollSkip:
-    """One committed skip: cycles 1 .. landing-1 of ``plan`` applied at once
-    (nothing else runs before the last of them ends), then the poller sleeps
-    to the landing cycle's wakeup, and the rest of that cycle runs in detail."""
+    """One committed skip: the poller sleeps across cycles 1 .. landing-1 of
+    ``plan`` (nothing else runs before the last of them ends), whose effects
+    are applied where that one ends; it wakes with the landing cycle, the rest
+    of which runs in detail."""
 
     def __init__(self, ff: HwrngFastForward, task: Task, plan: CyclePlan, landing: int, counters: Counters):
         self.ff, self.task, self.plan = ff, task, plan
@@ -759,6 +759,9 @@ class PollSkip:
         self.counters = counters          # at the plan's start
         self.forgotten = ff.forgotten     # forget() calls before the skip
         self.added: Counters | None = None   # what the skipped cycles added
+        #: the landing cycle's wait (set by _land): rng->dying and the wheel
+        #: timer of a timer-wheel wait, or the hrtimer event of usleep_range()
+        self.dying = None
         self.timer: timer_list | None = None
         self.ev = None
 
@@ -768,14 +771,30 @@ class PollSkip:
         n = self.landing - 1
         ff.jumps += 1
         # the skipped cycles end at boundary(n), before anything else runs: their
-        # effects and the landing cycle's wakeup (armed there, as in detail) then
-        k.engine.at(plan.boundary(n), self._land)
+        # effects then, and the landing cycle's wait begins there (_land)
+        land = k.engine.at(plan.boundary(n), self._land)
         yield BLOCK
-        if self.timer is not None:
+        while self.dying is None and self.ev is None:
+            # back before the skipped stretch ended: a wakeup was pending as the
+            # poller went to sleep, and schedule() returned at once, as in detail
+            if rng.wait.on_timer_wheel:
+                yield BLOCK    # schedule_timeout() sleeps again to the same expiry
+                continue
+            land.cancel()      # usleep_range(): the wait is over, nothing skipped
+            if rng.wait_log is not None:
+                rng.wait_log.append((task.comm, plan.t0, k.now))
+            ff._last.pop(task, None)
+            ff._status_reads.pop(task, None)
+            return
+        if self.dying is not None:
+            # the rest of wait_for_completion_interruptible_timeout(&rng->dying, timeout)
             k.timers.del_timer(self.timer)
-            if task in rng.dying.waiters:
-                rng.dying.waiters.remove(task)
-        elif self.ev is not None:
+            timeout = max(0, self.timer.expires - k.jiffies)
+            while timeout and not self.dying.done:
+                timeout = yield from schedule_timeout(task, timeout)
+            if task in self.dying.waiters:
+                self.dying.waiters.remove(task)
+        else:
             self.ev.cancel()
         start = plan.boundary(n)
         if rng.wait_log is not None:  # the landing cycle's wait, as the real one logs it
@@ -795,19 +814,22 @@ class PollSkip:
 
     def _land(self) -> None:
         """At the end of the last skipped cycle: apply the skipped cycles and
-        arm the landing cycle's wakeup."""
+        begin the landing cycle's wait as ``_wait`` does there."""
         task, k, rng = self.task, self.k, self.ff.rng
         self._apply(self.landing - 1)
-        wake = self.plan.wakeup(self.landing)
-        if rng.wait.on_timer_wheel:
-            # a timer in the wakeup's bucket, cancellable through rng->dying as
-            # the sleeps of hwrng_msleep() and hwrng_yield() are
-            rng.dying.waiters.append(task)
+        wait = rng.wait
+        if wait.on_timer_wheel:
+            # wait_for_completion_interruptible_timeout(&rng->dying, timeout) ->
+            # schedule_timeout(timeout): on rng->dying's waiters, a wheel timer
+            self.dying = rng.dying
+            self.dying.waiters.append(task)
             self.timer = timer_list(_process_timeout, name="process_timeout", data=task)
-            self.timer.expires = k.jiffies_at(wake) - 1
-            k.timers.enqueue_bucket(self.timer, task.cpu, k.jiffies_at(wake))
-        else:   # usleep_range(): an hrtimer
-            self.ev = k.engine.at(wake, k.wake_up_process, task)
+            self.timer.expires = k.jiffies + wait.timeout_jiffies(k.HZ)
+            k.timers.add_timer_on(self.timer, task.cpu)
+        else:
+            # usleep_range(MIN, MAX): the hrtimer at MAX (the poller's CPU has
+            # nothing queued: nothing has run on it since the skip began)
+            self.ev = k.engine.at(k.now + wait.args[1] * NSEC_PER_USEC, k.wake_up_process, task)
 
     def _apply(self, n: int) -> None:
         """Add cycles 1 .. n to the counters and put the reader's frame state,
