@@ -471,7 +471,7 @@ class HwrngFastForward:
         # Commit only the cycles that end before anything else runs: the first
         # one still going on at ``limit`` is the one run in detail.
         landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
-        if landing < 2 or (rng.wait.on_timer_wheel and plan.wakeup(landing) % k.TICK_NSEC):
+        if landing < 2:
             return None
         return PollSkip(self, task, plan, landing, here.counters)
 
@@ -492,8 +492,7 @@ class HwrngFastForward:
         """The known cycles from a boundary at ``now`` with start ``key``: at
         each boundary the one cycle learned from its key whose status reads see
         what the FIFO will hold (two that fit: the key misses something, the
-        plan stops), ending by ``horizon``, followed by a cycle whose wakeup is
-        known; or None."""
+        plan stops), ending by ``horizon``; or None."""
         rng = self.rng
         plan = CyclePlan(now)
         logs = rng.wait_log is not None      # (a cycle learned without its wait's length cannot log it)
@@ -529,19 +528,7 @@ class HwrngFastForward:
                 reps = max(1, reps)
             plan.add(c, reps)
             key = next_key if reps == 1 else StartKey(c.end_state, self._phase(k, plan.end))
-        # land on the cycle after the known ones: its wakeup must be known too
-        landing = table.get(key)
-        if not landing or len({c.wake_offset for c in landing}) != 1:
-            if plan.n < 2:
-                return None
-            plan.drop_last()         # land on the last known one instead
-        else:
-            plan.next_wake_offset = landing[0].wake_offset
-        if plan.n >= 2 and plan.wakeup(plan.n + 1) > horizon:
-            plan.drop_last()         # the landing wakeup within the horizon
-        if plan.n < 1 or plan.wakeup(plan.n + 1) > horizon:
-            return None
-        return plan
+        return plan if plan.n else None
 
     def _fifo_after(self, c: WaitCycle, base: int, fifo: FifoState) -> FifoState | None:
         """The FIFO after cycle ``c`` started at ``base``, or None if one of its
@@ -641,48 +628,34 @@ class CyclePlan:
     starts at ``boundary(n - 1)``, wakes at ``wakeup(n)`` and ends at
     ``boundary(n)``, right after a status read found the FIFO empty.  Kept as
     runs of one cycle repeated (thousands of identical polls of a silent
-    generator); cycle ``n + 1`` is the landing one, run in detail."""
+    generator); the cycle after the last one skipped runs in detail."""
 
-    __slots__ = ("t0", "runs", "n", "end", "next_wake_offset")
+    __slots__ = ("t0", "runs", "n", "end")
 
     def __init__(self, t0: int):
         self.t0 = t0
         self.runs: list[PlanRun] = []
         self.n = 0
         self.end = t0              # boundary(n): where the known cycles end
-        #: the landing cycle's wakeup after boundary(n)
-        self.next_wake_offset: int | None = None
 
     def add(self, cycle: WaitCycle, count: int) -> None:
         self.runs.append(PlanRun(cycle, count, self.n + 1, self.end))
         self.n += count
         self.end += count * cycle.deltas.time
-        self.next_wake_offset = None
-
-    def drop_last(self) -> None:
-        """The last known cycle becomes the landing one (run in detail)."""
-        run = self.runs.pop()
-        if run.count > 1:
-            self.runs.append(run._replace(count=run.count - 1))
-        self.n -= 1
-        self.end -= run.cycle.deltas.time
-        self.next_wake_offset = run.cycle.wake_offset
 
     def relative(self) -> tuple:
         """The plan with its times relative to ``t0`` (kept in CycleTable.plans)."""
         t0 = self.t0
-        return (tuple(r._replace(start=r.start - t0) for r in self.runs), self.n, self.end - t0,
-                self.next_wake_offset)
+        return tuple(r._replace(start=r.start - t0) for r in self.runs), self.n, self.end - t0
 
     @classmethod
     def from_relative(cls, t0: int, rel: tuple) -> "CyclePlan":
         """The plan :meth:`relative` gave, from a boundary at ``t0``."""
-        runs, n, end, next_wake_offset = rel
+        runs, n, end = rel
         plan = cls(t0)
         plan.runs = [r._replace(start=t0 + r.start) for r in runs]
         plan.n = n
         plan.end = t0 + end
-        plan.next_wake_offset = next_wake_offset
         return plan
 
     def cycle(self, n: int) -> WaitCycle:
@@ -703,9 +676,7 @@ class CyclePlan:
         raise IndexError(n)
 
     def wakeup(self, n: int) -> int:
-        """When cycle ``n`` (1 .. n + 1) wakes."""
-        if n == self.n + 1:
-            return self.end + self.next_wake_offset
+        """When cycle ``n`` (1 .. n) wakes."""
         return self.boundary(n - 1) + self.cycle(n).wake_offset
 
     def cycles_ending_by(self, t: int) -> int:
@@ -764,6 +735,7 @@ class PollSkip:
         self.dying = None
         self.timer: timer_list | None = None
         self.ev = None
+        self.wake_at: int | None = None      # when the landing wait's timer fires
 
     def sleep(self) -> TaskBody:
         task, ff, plan, k = self.task, self.ff, self.plan, self.k
@@ -799,7 +771,7 @@ class PollSkip:
         start = plan.boundary(n)
         if rng.wait_log is not None:  # the landing cycle's wait, as the real one logs it
             rng.wait_log.append((task.comm, start, k.now))
-        if task.woken_ns == plan.wakeup(self.landing) and ff.forgotten == self.forgotten:
+        if task.woken_ns == self.wake_at and ff.forgotten == self.forgotten:
             # learning goes on: the landing cycle starts from the boundary the
             # skip computed -- unless the wait changed meanwhile (forget()) or
             # something else woke the poller
@@ -826,10 +798,12 @@ class PollSkip:
             self.timer = timer_list(_process_timeout, name="process_timeout", data=task)
             self.timer.expires = k.jiffies + wait.timeout_jiffies(k.HZ)
             k.timers.add_timer_on(self.timer, task.cpu)
+            self.wake_at = k.tick_time(self.timer.bucket_expiry)
         else:
             # usleep_range(MIN, MAX): the hrtimer at MAX (the poller's CPU has
             # nothing queued: nothing has run on it since the skip began)
-            self.ev = k.engine.at(k.now + wait.args[1] * NSEC_PER_USEC, k.wake_up_process, task)
+            self.wake_at = k.now + wait.args[1] * NSEC_PER_USEC
+            self.ev = k.engine.at(self.wake_at, k.wake_up_process, task)
 
     def _apply(self, n: int) -> None:
         """Add cycles 1 .. n to the counters and put the reader's frame state,
