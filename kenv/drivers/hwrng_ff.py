@@ -361,8 +361,9 @@ class HwrngFastForward:
 
     def _boundary(self, task: Task) -> Boundary | None:
         """The poller's counters and start key now, or None if this boundary
-        is not clean (something else queued or pending on its CPU, no declared
-        step, a trace being recorded, the lock not the poller's)."""
+        is not clean (something else queued or pending on its CPU or another
+        fast-forward there, no declared step, a trace being recorded, the lock
+        not the poller's)."""
         k = task.k
         rng = self.rng
         rq = k.cpus[task.cpu]
