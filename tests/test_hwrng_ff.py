@@ -325,7 +325,7 @@ def test_interrupt_inside_spin_reads(at, dur):
 # (found by hypothesis; the cut used to sleep at once, before the tick, and wake a
 # jiffy early: 348 words too many)
 @example(start=329_972_277, run_us=1, preempt="none")
-def test_spin_reads_cut_by_another_task(start, run_us, preempt):
+def test_spin_reads_and_another_task(start, run_us, preempt):
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(start, run_us * NSEC_PER_USEC),
               preempt=preempt)
     fast, ff = _run(True, **kw)
@@ -379,7 +379,7 @@ def test_reading_wait_cycles_skipped_exactly(bs):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.integers(300_000_000, 1_190_000_000), run_us=st.integers(1, 3_000))
-def test_reading_wait_cycles_cut_by_another_task(start, run_us):
+def test_reading_wait_cycles_and_another_task(start, run_us):
     kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, hz=1000,
               interloper=(start, run_us * NSEC_PER_USEC))
     fast, ff = _run(True, **kw)
