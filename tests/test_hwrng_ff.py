@@ -122,6 +122,22 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(env_id, kwargs):
                    "reader_bs": 32},
       "actions": ["usleep_range(50,60)", "hwrng_yield", "usleep_range(3000,5000)", "hwrng_msleep(20)"]},
      [680517, 363507]),
+    # the reader's unlock of reading_mutex after its copy woke the waiting hwrng
+    # kthread (on another CPU) inside a cycle that was learned and replayed: the
+    # skip did not wake it (four draws of one search, episode 1 at steps 1-5)
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "voluntary", "hz": "platform", "silent_s": 5,
+                   "reader_bs": 1024},
+      "actions": ["hwrng_msleep(20)", "usleep_range(100,200)", "cpu_relax", "usleep_range(50,60)"]},
+     [78372, 148225]),
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "full", "hz": 300, "silent_s": 10, "reader_bs": 128},
+      "actions": ["hwrng_msleep(3)", "cpu_relax", "hwrng_msleep(20)", "usleep_range(50,60)"]},
+     [696444, 409458]),
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "rt", "hz": 300, "silent_s": 25, "reader_bs": 256},
+      "actions": ["hwrng_msleep(3)", "cpu_relax", "usleep_range(100,200)", "hwrng_yield"]},
+     [466085, 773590]),
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "none", "hz": 1000, "silent_s": 0, "reader_bs": 256},
+      "actions": ["cpu_relax", "hwrng_msleep(20)", "usleep_range(50,60)"]},
+     [293377, 891569]),
 ])
 def test_env_trajectories_identical_in_cases_found_by_search(kwargs, seeds):
     fast, jumps = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, True)

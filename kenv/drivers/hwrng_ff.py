@@ -402,6 +402,12 @@ class HwrngFastForward:
         if (d.time <= 0 or d.exec_ns != d.busy_ns or d.nvcsw != 1 or d.nivcsw != 0 or d.nr_switches != 1
                 or d.waits != 1 or (d.consumed and last.key.state.call is None)):
             return here   # not one sleep with nothing else on the CPU (or the kthread's loop)
+        start, end = last.key.state, here.key.state
+        if (start.mutex_waiters, start.mutex_contended) != (end.mutex_waiters, end.mutex_contended) or (
+                d.consumed and start.mutex_waiters):
+            # someone blocked on reading_mutex meanwhile, or the reader's unlock
+            # after its copy woke a waiter: the cycle touched another task
+            return here
         wait_ns = None
         log = rng.wait_log
         if log is not None:
