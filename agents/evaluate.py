@@ -141,7 +141,8 @@ def model_policy(path: str, env: gym.Env) -> Policy:
     import os
     import zipfile
 
-    from .train import ALGO_NAMES, ModelPolicy, algorithms, read_run_yaml
+    from .config import ALGO_NAMES, algorithms
+    from .policy import ModelPolicy, read_run_yaml
 
     label = "--model"
     run_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))

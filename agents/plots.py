@@ -27,7 +27,7 @@ def _figure(w: float = 7.0, h: float = 4.2):
 
 def save_png(fig, path: str) -> None:
     """Render ``fig`` to PNG in memory, then write it atomically."""
-    from .train import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")

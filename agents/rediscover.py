@@ -4,10 +4,10 @@
 
 For each env (default: every registered ``kenv/*`` id) and each seed 0..N-1:
 
-1. train with the shipped config (``configs/train/ppo.yaml``, :mod:`agents.train`)
+1. train with the shipped config (``configs/train/ppo.yaml``, :mod:`kenv.agents.train`)
    into ``<out>/<env>/seed_<n>/``;
 2. evaluate the saved model (read back from ``model.zip``) beside the baselines
-   (:mod:`agents.evaluate`) on the same seeded episodes;
+   (:mod:`kenv.agents.evaluate`) on the same seeded episodes;
 3. find the action the learned policy takes in every scenario context of the env's
    mix (deterministic policy, each context forced with ``reset(options={"scenario": ctx})``);
 4. judge it against the patch, where the choice matters.
@@ -78,6 +78,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Callable, Sequence
 
 import numpy as np
@@ -88,12 +89,14 @@ from kenv.errors import ConfigError
 
 from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_policy, run_episode, static_actions
 from .evaluate import ci95, evaluate, evaluate_policy
-from .train import (
-    EVAL_SEED, MAX_TIMESTEPS, SUMMARY_SEED, DirLock, ModelPolicy, TrainArgs, _json_default, action_key,
-    atomic_write_json, atomic_write_text, context_label, env_slug, fingerprint, load_model, load_train_config,
-    make_env, make_out_dir,
-    policy_summary, read_evaluations, read_json, registered_env_ids, remove_stale_tmp, train, varying_fields,
+from .checkpoints import read_evaluations
+from .config import MAX_TIMESTEPS, load_train_config, make_env, registered_env_ids
+from .files import (
+    DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, read_json, remove_stale_tmp,
 )
+from .policy import EVAL_SEED, SUMMARY_SEED, ModelPolicy, action_key, context_label, load_model, policy_summary, \
+    varying_fields
+from .train import TrainArgs, fingerprint, train
 
 DEFAULT_CONFIG = "ppo"
 DEFAULT_OUT = os.path.join("runs", "rediscover")
@@ -306,7 +309,7 @@ def baseline_job(env_id: str, config: str, algo: str | None, out: str, rows: lis
 
 
 def learned_choices(env, learned: Policy, summary: list[dict] | None = None) -> list[dict]:
-    """The learned policy's choice per context (:func:`agents.train.policy_summary`, or
+    """The learned policy's choice per context (:func:`kenv.agents.train.policy_summary`, or
     ``summary`` if already computed) with, per decision, the returns of the same episodes
     with that decision forced to the patched value (``forced_returns``)."""
     import gymnasium as gym
@@ -416,6 +419,10 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="kenv-parent-watchdog", daemon=True).start()
 
 
+#: the jobs a worker runs, by name (the name is what crosses to a spawned worker)
+JOBS = MappingProxyType({"table_job": table_job, "baseline_job": baseline_job, "seed_job": seed_job})
+
+
 class _JobConfigError:
     """A ConfigError raised in a worker, carried back to the parent as data (an exception
     with keyword-only state does not survive pickling)."""
@@ -429,8 +436,10 @@ def _plain(v) -> bool:
 
 
 def _call(fn_name: str, *args):
+    """Run the job ``fn_name`` (a name of :data:`JOBS`: a name pickles to a worker where a
+    function defined here would too, but the table says which functions are jobs)."""
     try:
-        return globals()[fn_name](*args)
+        return JOBS[fn_name](*args)
     except ConfigError as e:
         return _JobConfigError(e)
 
@@ -447,7 +456,7 @@ class RediscoverResult:
     wall_s: float = 0.0
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps(self._doc(), default=_json_default))  # plain JSON types
+        return json.loads(json.dumps(self._doc(), default=json_default))  # plain JSON types
 
     def _doc(self) -> dict:
         return {"rows": self.rows, "config": self.config, "algo": self.algo, "seeds": self.seeds,

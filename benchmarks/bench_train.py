@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gymnasium as gym  # noqa: E402
 
 import kenv  # noqa: E402,F401
-from agents import rediscover as rd  # noqa: E402
-from agents import train as tr  # noqa: E402
+from kenv.agents import rediscover as rd  # noqa: E402
+from kenv.agents import train as tr  # noqa: E402
 
 
 def plain_learn_wall(cfg: tr.TrainConfig, env_id: str, seed: int) -> float:

@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 import kenv  # noqa: F401  (registers the envs)
-from agents.train import _json_default  # numpy values as plain JSON (what info holds)
+from kenv.agents.files import json_default  # numpy values as plain JSON (what info holds)
 from _common import env_ids
 
 
@@ -33,7 +33,7 @@ def fingerprint(env_id: str, steps: int, seed: int = 0) -> str:
     def add(obs, info, *rest):
         h.update(np.asarray(obs).tobytes())
         h.update(repr(rest).encode())
-        h.update(json.dumps(info, sort_keys=True, default=_json_default).encode())
+        h.update(json.dumps(info, sort_keys=True, default=json_default).encode())
 
     env = gym.make(env_id)
     try:

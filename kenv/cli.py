@@ -6,6 +6,7 @@
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
+    kenv discover --env ID ...     extended actions: patch vs best static vs learned, and the rule learned
     kenv trace experiment|env ...  record a run as Perfetto JSON or ftrace text (``kenv trace -h``)
     kenv --version                 the installed kenv-gym's version
 """
@@ -18,6 +19,7 @@ import sys
 from typing import Sequence
 
 from .errors import ConfigError
+from .envs.registration import env_id_arg
 from .schema import cli_count, cli_count0, cli_seed
 
 
@@ -45,16 +47,6 @@ def version() -> str:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--seed", type=cli_seed, default=0, help="random seed, an integer >= 0 (default 0)")
-
-
-def env_id_arg(text: str) -> str:
-    """argparse ``type=`` of --env: a kenv environment id."""
-    from .envs.registration import ENVS
-
-    ids = [e[0] for e in ENVS]
-    if text not in ids:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(ids)}")
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     rd.set_defaults(_run=lambda a: _rediscover_module().run_from_args(a))
 
+    dc = sub.add_parser("discover", help="search the extended actions: patch, best static and learned "
+                        "policy on held-out episodes, and the learned policy as a rule")
+    _discover_module().add_arguments(dc)
+    dc.set_defaults(_run=lambda a: _discover_module().run_from_args(a))
+
     from .trace.cli import add_trace_parser
     add_trace_parser(sub, _add_common)
     return parser
@@ -120,7 +117,7 @@ def _reproduce(args: argparse.Namespace):
 
 
 def _evaluate(args: argparse.Namespace):
-    from agents.evaluate import evaluate
+    from kenv.agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
                     model=args.model)
@@ -136,15 +133,21 @@ def _bench(args: argparse.Namespace):
 
 
 def _train_module():
-    from agents import train
+    from kenv.agents import train
 
     return train
 
 
 def _rediscover_module():
-    from agents import rediscover
+    from kenv.agents import rediscover
 
     return rediscover
+
+
+def _discover_module():
+    from agents import discover
+
+    return discover
 
 
 def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:

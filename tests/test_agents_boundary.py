@@ -24,8 +24,8 @@ import time
 import numpy as np
 import pytest
 
-from agents import rediscover as rd
-from agents import train as tr
+from kenv.agents import rediscover as rd
+from kenv.agents import train as tr
 from kenv.cli import main
 
 ENV = "kenv/Raid6Bench-v0"

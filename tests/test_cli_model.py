@@ -43,7 +43,7 @@ def test_evaluate_scores_a_model_beside_the_baselines(tmp_path, capsys):
 def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path, monkeypatch):
     """The model row of a model that always plays the patched action equals the
     patched baseline's row: the same seeded episodes."""
-    from agents import evaluate as ev
+    from kenv.agents import evaluate as ev
 
     model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v0")
 

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kenv  # noqa: F401  (registers the ids)
-from agents.baselines import build_oracle
-from agents.evaluate import ci95
+from kenv.agents.baselines import build_oracle
+from kenv.agents.evaluate import ci95
 from kenv.envs.registration import ENVS
 from kenv.errors import ConfigError
 
@@ -157,7 +157,7 @@ def test_constructible_from_a_plain_dict(env_id):
 def test_every_valid_action_steps_without_raising_and_reports_components(env_id):
     env = gym.make(env_id)
     env.reset(seed=0)
-    actions = __import__("agents.baselines", fromlist=["static_actions"]).static_actions(env)
+    actions = __import__("kenv.agents.baselines", fromlist=["static_actions"]).static_actions(env)
     for a in actions:
         _, r, _, _, info = env.step(a)
         assert isinstance(r, float)
@@ -287,7 +287,7 @@ def test_info_reports_both_hosts_bugs_and_stalls_as_counts_and_the_last(env_id):
     """The qperf envs' info counts the client's and the server's BUG reports and
     RCU stalls (Kernel-v0's stalls: its one machine, the client) and names the
     last one (the server's if it has one), with sentinels before any."""
-    from kenv.kernel.core import RcuStall
+    from kenv.kernel.rcu import RcuStall
 
     env = gym.make(env_id).unwrapped
     _, info = env.reset(seed=0)

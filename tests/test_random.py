@@ -376,7 +376,7 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
     the fast one's ``counter`` summed over its pairs (a tuple of sums for
     several names separated by spaces), each run's
     _qperf_internals at every round-trip boundary, per (episode, time), and the
-    fast run's busy-tick verdicts (QperfPair.tick_rts: the NAPI-poll model's, the
+    fast run's busy-tick verdicts (QperfFastForward.ticks: the NAPI-poll model's, the
     learned stretches')."""
     import gymnasium as gym
 
@@ -401,11 +401,12 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
         # the busy-tick verdicts: of the NAPI-poll model (keys (host, stretch)), and of
         # the learned stretches (keys (host, stretches))
         tables = env.unwrapped.ff_memory.qperf.tables() if ff else []
-        verdicts = ([v for learned in tables for key, v in learned["tick"].items()
+        # (a record: confirmed; False: refuted)
+        verdicts = ([v is not False for learned in tables for key, v in learned["tick"].items()
                      if not isinstance(key[1], tuple)],
-                    [v for learned in tables for key, v in learned["tick"].items()
+                    [v is not False for learned in tables for key, v in learned["tick"].items()
                      if isinstance(key[1], tuple)])
-        return out, tuple(sum(getattr(p, c) for p in pairs) for c in counter.split()), states, verdicts
+        return out, tuple(sum(getattr(p.ff.stats, c) for p in pairs if p.ff is not None) for c in counter.split()), states, verdicts
 
     fast, replays, fast_states, verdicts = run(True)
     exact, none, exact_states, _ = run(False)
@@ -542,11 +543,11 @@ def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario
 def test_qperf_learned_keeps_the_most_recently_used_tables():
     """QperfLearned keeps at most max_tables tables and steady round trips,
     forgetting the least recently used first; a kept one is not measured again."""
-    from kenv.workloads.qperf import QperfLearned
+    from kenv.workloads.qperf_ff import QperfLearned
 
     learned = QperfLearned(max_tables=2)
     a, b = learned.table(("a",)), learned.table(("b",))
-    assert learned.table(("a",)) is a and set(a) == {"refill", "trigger", "tick", "tick_inside"}
+    assert learned.table(("a",)) is a and set(a) == {"steady", "busy", "refill", "trigger", "tick", "tick_candidates"}
     learned.table(("c",))
     assert [t is a for t in learned.tables()] == [True, False] and all(t is not b for t in learned.tables())
     measured = []

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import kenv  # noqa: F401  (registers the ids)
-from agents import rediscover as rd
-from agents import train as tr
-from agents.evaluate import evaluate_policy
+from kenv.agents import rediscover as rd
+from kenv.agents import train as tr
+from kenv.agents.evaluate import evaluate_policy
 from kenv.cli import main
 from kenv.errors import ConfigError
 

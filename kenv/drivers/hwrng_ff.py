@@ -370,7 +370,7 @@ class HwrngFastForward:
         now = k.now
         core = rng.core
         if (rng.quiet_until is None or k.engine.recorder is not None or rq.cfs_queue or rq.rt_queue
-                or rq.irq_until > now or rq.need_resched or rq.ff is not None or task.woken_ns is None
+                or rq.irq_until > now or rq.need_resched or rq.observer is not None or task.woken_ns is None
                 or core is None or core.reading_mutex.owner is not task or not rng.wait.sleeps):
             return None
         comm = task.comm
@@ -593,7 +593,7 @@ class HwrngFastForward:
                 or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
-                or rng.t_start is None or max_reads == 0 or rq.ff is not None):
+                or rng.t_start is None or max_reads == 0 or rq.observer is not None):
             return None
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:

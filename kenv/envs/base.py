@@ -20,9 +20,8 @@ from gymnasium import spaces
 from ..drivers.hwrng_ff import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
-from ..schema import (
-    check_action_names, check_fast_forward, check_render_mode, check_reset_options, check_seed,
-)
+from ..schema import check_fast_forward, check_render_mode, check_reset_options, check_seed
+from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix
@@ -63,7 +62,7 @@ def scenario_field_types(fields: Mapping[str, Sequence[Any]]) -> dict[str, type]
 
 class FastForwardMemory:
     """What an env's fast-forwards have learned (kenv.drivers.hwrng_ff,
-    kenv.workloads.qperf): the env's own, carried across its episodes and
+    kenv.workloads.qperf_ff): the env's own, carried across its episodes and
     bounded (each part keeps a fixed number of tables)."""
 
     __slots__ = ("hwrng", "qperf")
@@ -82,6 +81,9 @@ class KenvEnv(gym.Env):
 
     #: set by subclasses
     ENV_ID: ClassVar[str] = ""
+    #: the kernel decision the action makes (kenv.subsystems); it gives the
+    #: action names and the baselines' choices below
+    DECISION: ClassVar[Decision | None] = None
     DEFAULT_ACTIONS: ClassVar[tuple[str, ...]] = ()
     EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
     DEFAULT_SCENARIO: ClassVar[str] = ""
@@ -91,6 +93,13 @@ class KenvEnv(gym.Env):
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
     PATCHED: ClassVar[Any] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        d = cls.__dict__.get("DECISION")
+        if d is not None:
+            cls.DEFAULT_ACTIONS, cls.EXTENDED_ACTIONS = d.default, d.extended
+            cls.ORIGINAL, cls.PRE_PATCH, cls.PATCHED = d.original, d.pre_patch, d.patched
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
@@ -153,19 +162,8 @@ class KenvEnv(gym.Env):
         return one_hot(-1 if self._last_action is None else self._last_action, len(self.actions))
 
     def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:
-        """The action names (kenv.schema.check_action_names): a non-empty list,
-        each name normalised by :meth:`_normalise_action`, no two alike."""
-        if actions is None:
-            return tuple(self.DEFAULT_ACTIONS)
-        return check_action_names(actions, self._normalise_action,
-                                  allowed=", ".join(self.DEFAULT_ACTIONS + self.EXTENDED_ACTIONS))
-
-    def _normalise_action(self, a: str) -> str:
-        """The canonical spelling of action name ``a``, or a ConfigError."""
-        allowed = self.DEFAULT_ACTIONS + self.EXTENDED_ACTIONS
-        if a not in allowed:
-            raise ConfigError("actions", a, ", ".join(allowed))
-        return a
+        """The action names (:meth:`Decision.check`)."""
+        return self.DECISION.check(actions)
 
     def action_label(self, action: Any) -> str:
         return self._index_label(self._action_index(action))
@@ -317,7 +315,16 @@ class KenvEnv(gym.Env):
             from ..trace.render import HEIGHT, WIDTH
 
             return np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint8)
-        return self._timeline.frame()
+        tl = self._timeline
+        if self._last_action is not None:
+            label = self._index_label(self._last_action)
+            tl.title = (f"{self.ENV_ID}  step {len(self._taken)}  t={self._episode.now_s:.3f} s  action {label}")
+            dims = np.asarray(self._last_action).reshape(-1).size
+            tl.action_labels = label.split("|") if dims > 1 else [label]
+        else:
+            tl.title = f"{self.ENV_ID}  step 0  t={self._episode.now_s:.3f} s  (reset)"
+            tl.action_labels = []
+        return tl.frame()
 
     def _render_ansi(self) -> str:
         if self._last is None:

@@ -9,13 +9,12 @@ import numpy as np
 
 from ..drivers.hwrng import WaitStrategy, parse_wait
 from ..drivers.random import InputPool
-from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import HwrngSubsystem, pool_info
+from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
@@ -196,10 +195,7 @@ class HwrngWaitEnv(KenvEnv):
     """
 
     ENV_ID: ClassVar[str] = "kenv/HwrngWait-v0"
-    DEFAULT_ACTIONS = ("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield")
-    ORIGINAL = "cpu_relax"
-    PRE_PATCH = "hwrng_msleep(1000)"
-    PATCHED = "hwrng_yield"
+    DECISION = WAIT
     DEFAULT_SCENARIO = "hwrng"
     SCENARIO_FIELDS = {
         "platform": PLATFORMS,
@@ -218,12 +214,6 @@ class HwrngWaitEnv(KenvEnv):
         out = super()._check_actions(actions)
         self._waits = tuple(parse_wait(a) for a in out)
         return out
-
-    def _normalise_action(self, a: str) -> str:
-        # canonical spelling ("usleep_range(100, 200)", "cpu_relax" for "cpu_relax()")
-        if not isinstance(a, str):
-            raise ConfigError("actions", a, "kernel-style wait strings")
-        return str(parse_wait(a))
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
         return _HwrngEpisode(scenario, rng, self.ff_memory)

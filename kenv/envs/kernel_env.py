@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -16,17 +15,14 @@ from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import HwrngSubsystem, pool_info
-from ..subsystems.qperf import QperfSubsystem, resolve_machine
-from ..subsystems.raid6 import Raid6Subsystem
+from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
+from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
+from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
-from .hwrng_wait import HwrngWaitEnv
-from .raid6_bench import LOADS, Raid6BenchEnv
-from .random_mix import QPERF_SCENARIO_FIELDS, RandomMixEnv
 
 #: the decisions, in the order of the MultiDiscrete action
 DIMENSIONS = ("deferral", "wait", "raid6")
-_SINGLE = MappingProxyType({"deferral": RandomMixEnv, "wait": HwrngWaitEnv, "raid6": Raid6BenchEnv})
+_DECISIONS = MappingProxyType({"deferral": DEFERRAL, "wait": WAIT, "raid6": BENCHMARK_MODE})
 
 #: The hwrng is a bcm2835-compatible block with rpi3bplus's parameters,
 #: transplanted onto the x86 host (no x86 server has one); it probes 5 ms into
@@ -77,7 +73,7 @@ class _KernelEpisode:
                                  t0=k.now + int(rng.integers(0, k.TICK_NSEC)))
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, self.hz)
-                          + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64)])
+                          + self.q.config_features())
         self._info_head = {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz}
 
     @property
@@ -270,9 +266,9 @@ class KernelEnv(KenvEnv):
     """
 
     ENV_ID: ClassVar[str] = "kenv/Kernel-v0"
-    ORIGINAL = tuple(_SINGLE[d].ORIGINAL for d in DIMENSIONS)
-    PRE_PATCH = tuple(_SINGLE[d].PRE_PATCH for d in DIMENSIONS)
-    PATCHED = tuple(_SINGLE[d].PATCHED for d in DIMENSIONS)
+    ORIGINAL = tuple(_DECISIONS[d].original for d in DIMENSIONS)
+    PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
+    PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
     DEFAULT_SCENARIO = "kernel"
     SCENARIO_FIELDS = {
         **QPERF_SCENARIO_FIELDS,
@@ -299,11 +295,7 @@ class KernelEnv(KenvEnv):
         unknown = set(actions) - set(DIMENSIONS)
         if unknown:
             raise ConfigError(f"actions.{sorted(unknown)[0]}", sorted(unknown)[0], ", ".join(DIMENSIONS))
-        out = []
-        for d in DIMENSIONS:
-            single = _SINGLE[d]
-            names = single._check_actions(single.__new__(single), actions.get(d))
-            out.append(tuple(names))
+        out = [_DECISIONS[d].check(actions.get(d)) for d in DIMENSIONS]
         self._waits = tuple(parse_wait(w) for w in out[1])
         self._nvec = tuple(len(names) for names in out)    # (_action_index's fast path)
         return tuple(out)

@@ -12,11 +12,10 @@ from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.raid6 import Raid6Subsystem
+from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
 from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
-LOADS = ("none", "continuous", "20/50")
 #: a step never simulates more than this (guards against a stuck scenario)
 STEP_LIMIT_NS = 30 * NSEC_PER_SEC
 
@@ -208,11 +207,7 @@ class Raid6BenchEnv(KenvEnv):
     """
 
     ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v0"
-    DEFAULT_ACTIONS = ("preempt_disable", "migrate_disable")
-    EXTENDED_ACTIONS = ("cond_resched", "no_benchmark")
-    ORIGINAL = "preempt_disable"
-    PRE_PATCH = "preempt_disable"
-    PATCHED = "migrate_disable"
+    DECISION = BENCHMARK_MODE
     DEFAULT_SCENARIO = "raid6"
     SCENARIO_FIELDS = {
         "platform": PLATFORMS,

@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
 
-from ..kernel.core import PREEMPT_MODELS
-from ..kernel.jiffies import ALLOWED_HZ
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from ..subsystems.qperf import QperfSubsystem, resolve_machine
+from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features
-
-SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
-
-#: the scenario fields of a qperf machine (RandomMix-v0, and Kernel-v0 extends them)
-QPERF_SCENARIO_FIELDS = MappingProxyType({
-    "platform": ("x86-ib40g",),
-    "preempt": ("platform",) + PREEMPT_MODELS,
-    "hz": ("platform",) + ALLOWED_HZ,
-    "msg_size": SIZES,
-    "threshold": (1024, 64),
-    "step_ms": (5, 10, 20, 50, 100),
-})
 
 
 class _RandomMixEpisode:
@@ -39,7 +23,7 @@ class _RandomMixEpisode:
         self._bits = self.q.bits()   # bits credited on both hosts so far (the simulation runs in step())
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, self.hz)
-                          + [math.log2(self.q.size / 4096) / 8.0, float(self.q.threshold == 64)])
+                          + self.q.config_features())
         self._info_head = {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz}
 
     @property
@@ -189,11 +173,7 @@ class RandomMixEnv(KenvEnv):
     """
 
     ENV_ID: ClassVar[str] = "kenv/RandomMix-v0"
-    DEFAULT_ACTIONS = ("workqueue", "timer")
-    EXTENDED_ACTIONS = ("schedule_work", "hardirq")
-    ORIGINAL = "hardirq"
-    PRE_PATCH = "workqueue"
-    PATCHED = "timer"
+    DECISION = DEFERRAL
     DEFAULT_SCENARIO = "randommix"
     SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
     OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import gymnasium as gym
 
 ENVS = (
@@ -17,3 +19,11 @@ def register_envs() -> None:
     for env_id, entry_point, max_steps in ENVS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps)
+
+
+def env_id_arg(text: str) -> str:
+    """argparse ``type=`` of --env: a kenv environment id."""
+    ids = [e[0] for e in ENVS]
+    if text not in ids:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(ids)}")
+    return text

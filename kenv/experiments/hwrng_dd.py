@@ -39,7 +39,8 @@ from ..drivers.hwrng import (
 from ..drivers.hwrng_ff import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
-from ..kernel.core import PREEMPT_MODELS, Kernel, RcuStall, Task, check_preempt_model
+from ..kernel.core import PREEMPT_MODELS, Kernel, Task, check_preempt_model
+from ..kernel.rcu import RcuStall
 from ..platforms import get_platform
 from ..platforms.base import Platform
 from ..schema import MAX_SECONDS, MAX_SEED, cli_int, cli_seconds

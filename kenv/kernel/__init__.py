@@ -1,11 +1,12 @@
 """Kernel mechanisms, named as in Linux (see each module's docstring for its source file)."""
 
 from .core import (
-    BLOCK, COND_RESCHED, PREEMPT_MODELS, SCHED_FIFO, SCHED_NORMAL, Kernel, RcuStall, Run,
-    RunUntil, SchedCosts, Task, check_preempt_model, cond_resched, migrate_disable,
+    BLOCK, COND_RESCHED, PREEMPT_MODELS, SCHED_FIFO, SCHED_NORMAL, Kernel, Run, RunUntil,
+    SchedCosts, Task, check_preempt_model, cond_resched, migrate_disable,
     migrate_enable, preempt_disable, preempt_enable,
 )
 from .jiffies import ALLOWED_HZ, msecs_to_jiffies, usecs_to_jiffies
+from .rcu import RcuStall
 from .sleep import (
     completion, complete_all, msleep, schedule_timeout, schedule_timeout_interruptible,
     usleep_range, wait_for_completion_interruptible_timeout,

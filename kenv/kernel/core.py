@@ -28,10 +28,14 @@ Preemption models (``CONFIG_PREEMPT_*``):
 
 Only the events that matter are simulated: wakeups, context switches, the
 ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
+The scheduler reports quiescent states to :mod:`kenv.kernel.rcu` (RCU stall
+detection) and, with a recorder attached, its events to
+:mod:`kenv.kernel.tracepoints`.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable
@@ -41,7 +45,13 @@ import numpy as np
 from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .jiffies import check_hz, initial_jiffies, tick_nsec
+from .observe import CpuObserver
+from .rcu import RcuStall, rcu_preempt_disabled, rcu_qs, rcu_stretch_begin
 from .timer import TimerWheel
+from .tracepoints import (
+    record_slice, trace_finish, trace_instant, trace_np_end, trace_sched_switch, trace_sched_wakeup,
+    trace_switch_out,
+)
 
 PREEMPT_MODELS = ("none", "voluntary", "full", "rt")
 
@@ -71,11 +81,6 @@ def check_preempt_model(model: str) -> str:
     if model not in PREEMPT_MODELS:
         raise ConfigError("preempt", model, ", ".join(PREEMPT_MODELS))
     return model
-
-
-def task_prio(p: "Task") -> int:
-    """The ``prio`` ftrace prints: 120 + nice for SCHED_NORMAL, 99 - rt_priority for FIFO."""
-    return 99 - p.rt_priority if p.policy == SCHED_FIFO else 120 + p.nice
 
 
 # --------------------------------------------------------------------------
@@ -192,7 +197,7 @@ class CPU:
         "id", "curr", "rt_queue", "cfs_queue", "need_resched", "irq_until", "min_vruntime",
         "_kick_ev", "_preempt_ev", "_slice_ev", "nr_switches", "last_qs", "qs_stretch_start",
         "_rcu_ev", "rcu_next_report", "busy_ns", "idle_since", "trace_prev", "trace_np_start",
-        "ff", "busy_log", "_busy_from",
+        "observer",
     )
 
     def __init__(self, cpu: int):
@@ -218,18 +223,20 @@ class CPU:
         # non-preemptible stretch restarted after a cond_resched()
         self.trace_prev: tuple | None = None
         self.trace_np_start: int | None = None
-        # A fast-forward in progress on this CPU (kenv.drivers.hwrng_ff) that
-        # must hear of anything else that happens here: ``ff.disturb(kind,
-        # start, end, task)`` is called before a task is enqueued ("enqueue",
-        # the task) or an interrupt steals time ("irq", None) on this CPU, and
-        # when a task from any CPU blocks on a mutex whose owner's CPU this is
-        # ("mutex", the waiter: mutex_lock()).
-        self.ff = None
-        # When a list, the CPU's busy stretches are appended as (start, end):
-        # interrupts, and from a wakeup on the idle CPU (or a switch-in) until
-        # it is idle again (kenv.workloads.qperf measures a round trip with it).
-        self.busy_log: list | None = None
-        self._busy_from: int | None = None
+        # What hears of this CPU's events (kenv.kernel.observe: a fast-forward
+        # in progress here, a measurement): attach() / detach()
+        self.observer: CpuObserver | None = None
+
+    def attach(self, observer: CpuObserver) -> None:
+        """Let ``observer`` hear of this CPU's events (kenv.kernel.observe) until detach()."""
+        if self.observer is not None:
+            raise RuntimeError(f"CPU {self.id}: an observer is attached already ({self.observer!r})")
+        self.observer = observer
+
+    def detach(self, observer: CpuObserver) -> None:
+        """``observer`` hears no more of this CPU (nothing if it is not the one attached)."""
+        if self.observer is observer:
+            self.observer = None
 
     @property
     def nr_running(self) -> int:
@@ -263,25 +270,6 @@ class RunQueues(dict):
 
     def __len__(self) -> int:
         return self.nr_cpus
-
-
-@dataclass
-class RcuStall:
-    """One "rcu: INFO: rcu_sched self-detected stall on CPU" report."""
-
-    t_ns: int
-    cpu: int
-    t_jiffies: int  # the ``t=`` field: jiffies since the grace period started
-    task: str
-
-    @property
-    def t_s(self) -> float:
-        return self.t_ns / 1e9
-
-    def dmesg(self) -> str:
-        return (f"[{self.t_s:12.6f}] rcu: INFO: rcu_sched self-detected stall on CPU\n"
-                f"[{self.t_s:12.6f}] rcu: \t{self.cpu}-....: (t={self.t_jiffies} jiffies) "
-                f"comm: {self.task}")
 
 
 class Kernel:
@@ -323,7 +311,7 @@ class Kernel:
         if engine.recorder is not None:  # the machine's description, for trace headers
             engine.recorder.instant("kernel", (name, 0), "kernel_boot", engine.now, nr_cpus=nr_cpus,
                                     hz=self.HZ, preempt=preempt)
-            engine.recorder.finish_hooks.append(self._trace_finish)
+            engine.recorder.finish_hooks.append(functools.partial(trace_finish, self))
 
     # ---------------------------------------------------------------- time
     @property
@@ -346,85 +334,14 @@ class Kernel:
         return (t // self.TICK_NSEC + 1) * self.TICK_NSEC
 
     # --------------------------------------------------------------- tracing
-    # Everything below runs only with a recorder attached (engine.recorder);
-    # tracks are (machine, cpu) with machine = this kernel's name, so two
-    # kernels on one engine (qperf's client and server) keep apart.
-    def _record_slice(self, cpu: int, name: str, start: int, end: int, cat: str = "task",
-                      **args: Any) -> None:
-        rec = self.engine.recorder
-        if rec is not None and (end > start or (end == start and cat != "task")):
-            rec.slice(cat, (self.name, cpu), name, start, end, **args)
-
-    def trace_instant(self, cpu: int, name: str, **args: Any) -> None:
-        rec = self.engine.recorder
-        if rec is not None:
-            rec.instant("kernel", (self.name, cpu), name, self.engine.now, **args)
-
-    def _trace_switch_out(self, rq: CPU, p: Task, state: str) -> None:
-        """``p`` leaves ``rq`` (``state``: R+ preempted, S blocked, X exited):
-        its slice, and the prev_* fields of the sched_switch that follows."""
-        rec = self.engine.recorder
-        now = self.engine.now
-        prio = task_prio(p)
-        if now >= p._switched_in:  # zero-length too: cyclictest runs ~0 ns between its sleeps
-            rec.slice("task", (self.name, rq.id), p.comm, p._switched_in, now, pid=p.pid, prio=prio)
-        if state == "X":
-            rec.instant("sched", (self.name, rq.id), "sched_process_exit", now,
-                        comm=p.comm, pid=p.pid, prio=prio)
-        rq.trace_prev = (p.comm, p.pid, prio, state)
-
-    def _trace_switch(self, rq: CPU, nxt: Task | None, t: int) -> None:
-        """sched_switch on ``rq`` at ``t`` (``nxt`` None: to the idle task)."""
-        rec = self.engine.recorder
-        idle = (f"swapper/{rq.id}", 0, 120)
-        pc, pp, pprio, pstate = rq.trace_prev if rq.trace_prev is not None else idle + ("R",)
-        rq.trace_prev = None
-        nc, np_, nprio = (nxt.comm, nxt.pid, task_prio(nxt)) if nxt is not None else idle
-        track = (self.name, rq.id)
-        rec.instant("sched", track, "sched_switch", t, prev_comm=pc, prev_pid=pp, prev_prio=pprio,
-                    prev_state=pstate, next_comm=nc, next_pid=np_, next_prio=nprio)
-        rec.counter("runnable tasks", f"cpu{rq.id}", t, rq.nr_running, self.name)
-
-    def _trace_wakeup(self, rq: CPU, p: Task) -> None:
-        rec = self.engine.recorder
-        now = self.engine.now
-        rec.instant("sched", (self.name, rq.id), "sched_wakeup", now, comm=p.comm, pid=p.pid,
-                    prio=task_prio(p), target_cpu=rq.id)
-        rec.counter("runnable tasks", f"cpu{rq.id}", now, rq.nr_running, self.name)
-
-    def _trace_finish(self, rec: Any) -> None:
-        """Recording ends: what is still running (and still non-preemptible)
-        on each CPU gets its slice up to now, marked ``running``."""
-        if self.engine.recorder is not rec:
-            return
-        now = self.engine.now
-        for rq in self.cpus:
-            p = rq.curr
-            if p is not None and now >= p._switched_in:
-                rec.slice("task", (self.name, rq.id), p.comm, p._switched_in, now, pid=p.pid,
-                          prio=task_prio(p), running=True)
-            if rq.qs_stretch_start is not None:
-                self._trace_np_end(rq, reopen=True)
-
-    def _trace_np_end(self, rq: CPU, reopen: bool = False) -> None:
-        """A non-preemptible stretch on ``rq`` ends now (or pauses at a
-        cond_resched() that did not reschedule, ``reopen``).  On full/rt it is
-        a preempt_disable() section; on none/voluntary, kernel code from its
-        first instruction to the next context switch, return to user mode or
-        cond_resched() -- the stretch the RCU stall detector watches."""
-        start = rq.qs_stretch_start
-        if rq.trace_np_start is not None and rq.trace_np_start > start:
-            start = rq.trace_np_start
-        now = self.engine.now
-        rq.trace_np_start = now if reopen else None
-        if now > start:
-            name = "preempt_disable" if self.preemptible else f"non-preemptible kernel code ({self.preempt})"
-            self.engine.recorder.slice("nonpreempt", (self.name, rq.id), name, start, now)
+    #: ``k.trace_instant(cpu, name, **args)``: a kernel event on the trace, if
+    #: one is recorded (the function itself, as a method: no extra call)
+    trace_instant = trace_instant
 
     def BUG(self, msg: str, cpu: int = 0) -> None:
         """A kernel BUG/splat: recorded, never raised."""
         self.bugs.append(msg)
-        self.trace_instant(cpu, "BUG", msg=msg)
+        trace_instant(self, cpu, "BUG", msg=msg)
 
     # ----------------------------------------------------------------- tasks
     def kthread_run(self, body: Callable[[Task], TaskBody], comm: str, *, cpu: int | None = None,
@@ -464,7 +381,7 @@ class Kernel:
         p.woken_vruntime = p.vruntime
         self._enqueue(rq, p)
         if self.engine.recorder is not None:
-            self._trace_wakeup(rq, p)
+            trace_sched_wakeup(self, rq, p)
         self.check_preempt_curr(rq, p)
         return True
 
@@ -485,7 +402,7 @@ class Kernel:
             t_kick = rq.irq_until
         kick = rq._kick_ev
         if (p.state != TASK_SLEEPING or not p.pinned or p.is_rt or rq.curr is not None or rq.cfs_queue
-                or rq.rt_queue or rq.ff is not None or rq.busy_log is not None or engine.recorder is not None
+                or rq.rt_queue or rq.observer is not None or engine.recorder is not None
                 or (kick is not None and kick.pending) or not engine.quiet_through(t_kick)):
             self.wake_up_process(p)
             return
@@ -499,7 +416,7 @@ class Kernel:
         if sev is not None:
             sev.cancel()
             rq._slice_ev = None
-        rq.last_qs = t_kick                                 # _rcu_qs(): a context switch
+        rq.last_qs = t_kick                                 # rcu_qs(): a context switch
         rq.qs_stretch_start = None
         if p.vruntime > rq.min_vruntime:
             rq.min_vruntime = p.vruntime
@@ -527,8 +444,9 @@ class Kernel:
         return p.cpu
 
     def _enqueue(self, rq: CPU, p: Task) -> None:
-        if rq.ff is not None:
-            rq.ff.disturb("enqueue", self.engine.now, self.engine.now, p)
+        obs = rq.observer
+        if obs is not None:
+            obs.task_enqueued(p, self.engine.now)
         p.state = TASK_RUNNABLE
         if p.is_rt:
             # FIFO within a priority, highest priority first.
@@ -545,12 +463,10 @@ class Kernel:
     def check_preempt_curr(self, rq: CPU, p: Task) -> None:
         curr = rq.curr
         if curr is None:
-            if rq.busy_log is not None:
+            obs = rq.observer
+            if obs is not None:
                 now = self.engine.now
-                if rq._busy_from is None:
-                    rq._busy_from = now
-                # the idle exit before the kick: a stretch of its own (see _schedule)
-                rq.busy_log.append((now, max(now + self.costs.wakeup_ns, rq.irq_until)))
+                obs.idle_exit(now, max(now + self.costs.wakeup_ns, rq.irq_until))
             self._kick(rq, self.costs.wakeup_ns)
             return
         if p.is_rt:
@@ -612,7 +528,7 @@ class Kernel:
     def _put_prev(self, rq: CPU, p: Task) -> None:
         """Put the preempted current task back on the runqueue (at the head for RT)."""
         if self.engine.recorder is not None:
-            self._trace_switch_out(rq, p, "R+")
+            trace_switch_out(self, rq, p, "R+")
         rq.curr = None
         p.state = TASK_RUNNABLE
         if p.is_rt:
@@ -658,14 +574,13 @@ class Kernel:
             rq._slice_ev = None
         nxt = self._pick_next(rq)
         now = engine.now
-        self._rcu_qs(rq)  # a context switch is a quiescent state
+        rcu_qs(self, rq)  # a context switch is a quiescent state
         if nxt is None:
             rq.idle_since = now
-            if rq.busy_log is not None and rq._busy_from is not None:
-                rq.busy_log.append((rq._busy_from, now))
-                rq._busy_from = None
+            if rq.observer is not None:
+                rq.observer.idle(now)
             if engine.recorder is not None and rq.trace_prev is not None:
-                self._trace_switch(rq, None, max(now, rq.irq_until))
+                trace_sched_switch(self, rq, None, max(now, rq.irq_until))
             return
         cfs = rq.cfs_queue
         if cfs:
@@ -686,14 +601,10 @@ class Kernel:
         irq_until = rq.irq_until
         start = (now if now >= irq_until else irq_until) + self.costs.context_switch_ns
         nxt._switched_in = start
-        if rq.busy_log is not None:
-            if rq._busy_from is None:
-                rq._busy_from = now
-            # the switch itself: a stretch of its own (a steal inside it delays the
-            # task's start by what is left of it, not by its whole length)
-            rq.busy_log.append((start - self.costs.context_switch_ns, start))
+        if rq.observer is not None:
+            rq.observer.context_switch(now, start - self.costs.context_switch_ns, start)
         if engine.recorder is not None:
-            self._trace_switch(rq, nxt, start - self.costs.context_switch_ns)
+            trace_sched_switch(self, rq, nxt, start - self.costs.context_switch_ns)
         if cfs and not nxt.is_rt:
             self._arm_slice(rq)
         engine.at(start, self._continue, nxt)
@@ -751,7 +662,7 @@ class Kernel:
                 if req.ns <= 0 and not req.user:
                     continue
                 if req.user:
-                    self._rcu_qs(rq)
+                    rcu_qs(self, rq)
                     if rq.need_resched:
                         # exit_to_user_mode(): reschedule on the way out.
                         p._chunk = "run"
@@ -763,7 +674,7 @@ class Kernel:
                         self._schedule(rq)
                         return
                 elif not self.preemptible and rq.qs_stretch_start is None:
-                    self._rcu_stretch_begin(rq)
+                    rcu_stretch_begin(self, rq)
                 if not rq.need_resched:
                     # _start_chunk, _finish_chunk and _charge in one, for a chunk
                     # that is the engine's next event (nothing can preempt it or
@@ -788,7 +699,7 @@ class Kernel:
                     value = 0
                     continue
                 if not self.preemptible and rq.qs_stretch_start is None:
-                    self._rcu_stretch_begin(rq)
+                    rcu_stretch_begin(self, rq)
                 if not rq.need_resched:
                     # the same for a spin to ``t``: it runs from the CPU's
                     # interrupts' end (or now) to ``t``, and that is its value
@@ -814,7 +725,7 @@ class Kernel:
                 p.state = TASK_SLEEPING
                 p.nvcsw += 1
                 if engine.recorder is not None:
-                    self._trace_switch_out(rq, p, "S")
+                    trace_switch_out(self, rq, p, "S")
                 rq.curr = None
                 self._schedule(rq)
                 return
@@ -828,7 +739,7 @@ class Kernel:
                     return
                 if (req is COND_RESCHED and engine.recorder is not None
                         and rq.qs_stretch_start is not None and not self.preemptible):
-                    self._trace_np_end(rq, reopen=True)  # a preemption point, not taken
+                    trace_np_end(self, rq, reopen=True)  # a preemption point, not taken
                 continue
             raise TypeError(f"task {p.comm} yielded {req!r}; expected Run, RunUntil, BLOCK, COND_RESCHED")
 
@@ -902,7 +813,7 @@ class Kernel:
         p.state = TASK_DEAD
         p._chunk = None
         if self.engine.recorder is not None:
-            self._trace_switch_out(rq, p, "X")
+            trace_switch_out(self, rq, p, "X")
         rq.curr = None
         for fn in p.on_exit:
             fn(p)
@@ -928,10 +839,8 @@ class Kernel:
         now = self.engine.now
         start = max(now, rq.irq_until)
         end = start + duration
-        if rq.ff is not None:
-            rq.ff.disturb("irq", start, end, None)
-        if rq.busy_log is not None and duration > 0:
-            rq.busy_log.append((start, end))
+        if rq.observer is not None:
+            rq.observer.interrupt(start, end)
         rq.irq_until = end
         curr = rq.curr
         if curr is not None and curr._chunk_ev is not None and duration > 0:
@@ -953,7 +862,7 @@ class Kernel:
         else:
             start = max(self.engine.now, self.cpus[cpu].irq_until)
             end = self.steal(cpu, cost_ns)
-            self._record_slice(cpu, name, start, end, cat="hardirq")
+            record_slice(self, cpu, name, start, end, cat="hardirq")
         if handler is not None:
             handler(*args)
         return end
@@ -966,79 +875,10 @@ class Kernel:
         else:
             start = max(self.engine.now, self.cpus[cpu].irq_until)
             end = self.steal(cpu, cost_ns)
-            self._record_slice(cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
+            record_slice(self, cpu, f"softirq:{vec}", start, end, cat="softirq", vec=vec, action=label)
         if fn is not None:
             fn(*args)
         return end
-
-    # ---------------------------------------------------------------- RCU
-    def _rcu_qs(self, rq: CPU) -> None:
-        """rcu_qs(): this CPU passed a quiescent state."""
-        if rq.qs_stretch_start is not None and self.engine.recorder is not None:
-            self._trace_np_end(rq)
-        rq.last_qs = self.engine.now
-        rq.qs_stretch_start = None
-
-    def _rcu_stretch_begin(self, rq: CPU) -> None:
-        """Kernel code starts on this CPU: on none/voluntary nothing reports a
-        quiescent state until the next context switch, idle or user mode."""
-        if self.preemptible or rq.qs_stretch_start is not None:
-            return
-        rq.qs_stretch_start = self.engine.now
-        self._rcu_arm(rq)
-
-    def rcu_preempt_disabled(self, rq: CPU, disabled: bool) -> None:
-        """On full/rt the tick reports a quiescent state unless preemption is off."""
-        if not self.preemptible:
-            return
-        if disabled:
-            if rq.qs_stretch_start is None:
-                rq.qs_stretch_start = self.engine.now
-                self._rcu_arm(rq)
-        else:
-            self._rcu_qs(rq)
-
-    def _rcu_stall_time(self, stretch_start: int) -> tuple[int, int, int]:
-        """When the stall detector fires for a stretch starting at ``stretch_start``.
-
-        The grace period that needs this CPU starts at the first tick after
-        the stretch begins (gp_start); ``check_cpu_stall()`` runs from the
-        scheduler tick and reports at the first tick after
-        ``jiffies_stall = gp_start + CONFIG_RCU_CPU_STALL_TIMEOUT * HZ``, so
-        ``t=`` reads timeout*HZ + 1 (the kernelci report: t=2101 at HZ=100).
-        """
-        gp_start = self.jiffies_at(stretch_start) + 1
-        j_report = gp_start + self.rcu_cpu_stall_timeout * self.HZ + 1
-        return self.tick_time(j_report), gp_start, j_report
-
-    def _rcu_arm(self, rq: CPU) -> None:
-        if rq._rcu_ev is not None and rq._rcu_ev.pending:
-            return
-        at, _, _ = self._rcu_stall_time(rq.qs_stretch_start)
-        if rq.rcu_next_report is not None and rq.qs_stretch_start < rq.rcu_next_report:
-            at = max(at, rq.rcu_next_report)
-        rq._rcu_ev = self.engine.at(max(at, self.engine.now), self._rcu_check, rq)
-
-    def _rcu_check(self, rq: CPU) -> None:
-        """check_cpu_stall() from rcu_sched_clock_irq()."""
-        rq._rcu_ev = None
-        s = rq.qs_stretch_start
-        if s is None:
-            return
-        at, gp_start, _ = self._rcu_stall_time(s)
-        if rq.rcu_next_report is not None and s < rq.rcu_next_report:
-            at = max(at, rq.rcu_next_report)
-        now = self.engine.now
-        if now < at:
-            rq._rcu_ev = self.engine.at(at, self._rcu_check, rq)
-            return
-        comm = rq.curr.comm if rq.curr is not None else "swapper"
-        stall = RcuStall(now, rq.id, self.jiffies - gp_start, comm)
-        self.rcu_stalls.append(stall)
-        self.trace_instant(rq.id, "rcu_stall", t_jiffies=stall.t_jiffies, comm=comm)
-        # print_cpu_stall(): the next report comes 3 * timeout + 3 jiffies later.
-        rq.rcu_next_report = now + (3 * self.rcu_cpu_stall_timeout * self.HZ + 3) * self.TICK_NSEC
-        rq._rcu_ev = self.engine.at(rq.rcu_next_report, self._rcu_check, rq)
 
     # ------------------------------------------------------------- driving
     def run(self, until: int | None = None, stop: Callable[[], bool] | None = None) -> None:
@@ -1052,7 +892,7 @@ class Kernel:
 def preempt_disable(task: Task) -> None:
     task.preempt_count += 1
     if task.preempt_count == 1:
-        task.k.rcu_preempt_disabled(task.k.cpus[task.cpu], True)
+        rcu_preempt_disabled(task.k, task.k.cpus[task.cpu], True)
 
 
 def preempt_enable(task: Task) -> TaskBody:
@@ -1061,7 +901,7 @@ def preempt_enable(task: Task) -> TaskBody:
     if task.preempt_count < 0:
         raise RuntimeError(f"{task.comm}: preempt_count underflow")
     if task.preempt_count == 0:
-        task.k.rcu_preempt_disabled(task.k.cpus[task.cpu], False)
+        rcu_preempt_disabled(task.k, task.k.cpus[task.cpu], False)
         yield PREEMPT_POINT
 
 

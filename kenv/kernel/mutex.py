@@ -45,11 +45,11 @@ def mutex_lock(task: Task, lock: mutex) -> TaskBody:
         raise RuntimeError(f"{task.comm}: recursive mutex_lock({lock.name})")
     lock.contended += 1
     lock.wait_list.append(task)
-    # A fast-forward asleep in the owner's place (CPU.ff) hears of the waiter:
-    # the owner's next mutex_unlock() hands the lock over.
-    rq = task.k.cpus[lock.owner.cpu]
-    if rq.ff is not None:
-        rq.ff.disturb("mutex", task.k.now, task.k.now, task)
+    # A fast-forward asleep in the owner's place (CPU.observer) hears of the
+    # waiter: the owner's next mutex_unlock() hands the lock over.
+    obs = task.k.cpus[lock.owner.cpu].observer
+    if obs is not None:
+        obs.mutex_wait(task, task.k.now)
     while True:
         yield BLOCK                           # schedule_preempt_disabled()
         if lock.owner is task:                # handed off to us

@@ -174,7 +174,7 @@ class TimerWheel:
         """What the wheel does at this tick for ``timer`` queued on ``cpu`` in the
         bucket of ``bucket_expiry`` (now's jiffy): for a caller that knows the
         timer was armed and would fire now but did not queue it, nothing
-        having looked at it in between (kenv.workloads.qperf's fast-forward)."""
+        having looked at it in between (kenv.workloads.qperf_ff)."""
         if self.k.jiffies != bucket_expiry:
             raise RuntimeError(f"expire_now: timer {timer.name} is due at jiffy {bucket_expiry}, "
                                f"not now ({self.k.jiffies})")

@@ -1,9 +1,49 @@
-"""What the subsystems and the environments share: info entries and the latency scale."""
+"""What the subsystems and the environments share: the decisions an action
+makes, info entries and the latency scale."""
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..errors import ConfigError
+from ..schema import check_action_names
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A kernel decision an env's action makes: its choices (``default``, and
+    ``extended`` that ``actions=`` may add) and the choice of each kernel
+    version (the fixed baselines, agents/baselines.py)."""
+
+    default: tuple[str, ...]
+    extended: tuple[str, ...]
+    #: the kernel before the regressions the patch answered
+    original: str
+    #: the state the patch fixed
+    pre_patch: str
+    #: the patch
+    patched: str
+    #: the canonical spelling of a choice, or a ConfigError (None: the names
+    #: above, spelled as they are)
+    spell: Callable[[Any], str] | None = None
+
+    def check(self, actions: Sequence[str] | None) -> tuple[str, ...]:
+        """The action names (kenv.schema.check_action_names): the default
+        choices for None, else a non-empty list, each name normalised, no two alike."""
+        if actions is None:
+            return self.default
+        return check_action_names(actions, self.normalise, allowed=", ".join(self.default + self.extended))
+
+    def normalise(self, a: Any) -> str:
+        """The canonical spelling of action name ``a``, or a ConfigError."""
+        if self.spell is not None:
+            return self.spell(a)
+        allowed = self.default + self.extended
+        if a not in allowed:
+            raise ConfigError("actions", a, ", ".join(allowed))
+        return a
 
 #: info's value of a float that has none yet (a time, rate or share that is never
 #: negative); not NaN: Gymnasium's check_env compares infos with ==, and

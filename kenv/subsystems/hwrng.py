@@ -10,11 +10,24 @@ from ..drivers.random import InputPool
 from ..errors import ConfigError
 from ..kernel.core import Kernel, Task
 from ..sim.engine import NSEC_PER_SEC
-from .common import NO_VALUE
+from .common import NO_VALUE, Decision
 
+
+def _wait_name(a) -> str:
+    """The canonical spelling of a wait ("usleep_range(100, 200)", "cpu_relax" for "cpu_relax()")."""
+    if not isinstance(a, str):
+        raise ConfigError("actions", a, "kernel-style wait strings")
+    return str(parse_wait(a))
+
+
+#: the ``<wait>`` of bcm2835_rng_read() when the FIFO is empty: any kernel-style
+#: wait string (``cpu_relax``, ``hwrng_yield``, ``hwrng_msleep(MS)``,
+#: ``usleep_range(MIN,MAX)``); <= 6.0 spun, 6.1 slept a second, the patch yields
+WAIT = Decision(default=("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield"), extended=(),
+                original="cpu_relax", pre_patch="hwrng_msleep(1000)", patched="hwrng_yield",
+                spell=_wait_name)
 #: the reader of /dev/hwrng (an rngd-like loop of read(2) calls)
 READER_COMM = "rngd"
-
 
 
 class HwrngSubsystem:

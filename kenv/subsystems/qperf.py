@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from types import MappingProxyType
 
 import numpy as np
 
 from ..drivers.random import IrqRandomness
+from ..kernel.core import PREEMPT_MODELS
+from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, check_period
 from ..workloads.qperf import (
     QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
 )
-from .common import NO_VALUE, kernel_reports_info
+from .common import NO_VALUE, Decision, kernel_reports_info
+
+#: where mix_interrupt_randomness() runs: in a high-priority kworker (before
+#: the patch), from the next timer tick (the patch), a normal-priority
+#: system-queue kworker, or in the hard IRQ (the original)
+DEFERRAL = Decision(default=("workqueue", "timer"), extended=("schedule_work", "hardirq"),
+                    original="hardirq", pre_patch="workqueue", patched="timer")
+
+SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
+
+#: the scenario fields of a qperf machine (RandomMix-v0, and Kernel-v0 extends them)
+QPERF_SCENARIO_FIELDS = MappingProxyType({
+    "platform": ("x86-ib40g",),
+    "preempt": ("platform",) + PREEMPT_MODELS,
+    "hz": ("platform",) + ALLOWED_HZ,
+    "msg_size": SIZES,
+    "threshold": (1024, 64),
+    "step_ms": (5, 10, 20, 50, 100),
+})
+
 
 class QperfSubsystem:
     """Two booted hosts of ``plat`` and one qperf tcp_lat client/server pair at
@@ -42,6 +65,11 @@ class QperfSubsystem:
         # the undisturbed round trip of this size: the latency reference
         self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size, learned=learned)
         self.last = 0.0
+
+    def config_features(self) -> list[float]:
+        """The observation entries an episode never changes: log2(msg_size / 4 KiB) / 8,
+        and whether the mix threshold is 64 (before 534d2eaf1970)."""
+        return [math.log2(self.size / 4096) / 8.0, float(self.threshold == 64)]
 
     def bits(self) -> int:
         a, b = self._pools

@@ -10,7 +10,16 @@ from ..sim.engine import NSEC_PER_SEC
 from ..workloads.cyclictest import Cyclictest
 from ..workloads.load import parse_load, start_load
 from ..workloads.modprobe import Modprobe
-from .common import NO_VALUE, log_latency
+from .common import NO_VALUE, Decision, log_latency
+
+#: how a benchmark window of raid6_choose_gen() is protected: preempt_disable()
+#: (upstream), migrate_disable() (the patch), preempt_disable() with a
+#: cond_resched() after the window, or no window (CONFIG_RAID6_PQ_BENCHMARK=n)
+BENCHMARK_MODE = Decision(default=("preempt_disable", "migrate_disable"),
+                          extended=("cond_resched", "no_benchmark"),
+                          original="preempt_disable", pre_patch="preempt_disable", patched="migrate_disable")
+#: the background load on the benchmarking CPU (kenv.workloads.load)
+LOADS = ("none", "continuous", "20/50")
 
 #: windows in the longest benchmark (v5.16, AVX-512: 9 gen + 9 xor), for the progress entry
 MAX_WINDOWS = 18

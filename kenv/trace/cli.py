@@ -46,7 +46,7 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``trace`` to the ``kenv`` subcommands; ``add_common`` adds --json/--seed."""
-    from ..cli import env_id_arg
+    from ..envs.registration import env_id_arg
     from ..experiments import add_experiment_parsers
     from ..schema import cli_count
 
@@ -181,17 +181,17 @@ MODEL_ALLOWED = "a stable-baselines3 .zip saved by kenv train (PPO, A2C or DQN),
 
 
 def load_model(path: str) -> Any:
-    """Load a model tolerantly: agents.train.load_model (reads the run's
+    """Load a model tolerantly: kenv.agents.train.load_model (reads the run's
     run.yaml for the algorithm) if it is there, else PPO/A2C/DQN ``.load`` in
     the order the zip's policy class suggests."""
     if not isinstance(path, str) or not os.path.exists(path):
         raise ConfigError("model", path, MODEL_ALLOWED)
     tried = []
     try:
-        from agents.train import load_model as train_load
+        from kenv.agents.train import load_model as train_load
         return train_load(path)
     except Exception as e:  # noqa: BLE001 - a fallback follows; the reasons are reported
-        tried.append(f"agents.train.load_model: {e}")
+        tried.append(f"kenv.agents.train.load_model: {e}")
     zpath = os.path.join(path, "model.zip") if os.path.isdir(path) else path
     if not os.path.isfile(zpath):
         raise ConfigError("model", path, MODEL_ALLOWED)
@@ -229,7 +229,7 @@ def run_trace_env(args: argparse.Namespace) -> TraceResult:
             policy = ModelPolicy(model, args.model)
             pname = policy.name
         else:
-            from agents.baselines import BASELINES, BaselineUnavailable, make_policy
+            from kenv.agents.baselines import BASELINES, BaselineUnavailable, make_policy
             try:
                 policy = make_policy(args.policy, env, seed=args.seed)
             except BaselineUnavailable:

@@ -4,8 +4,10 @@ What an env with ``render_mode="rgb_array"`` returns from ``render()``:
 a ``uint8`` array of shape ``(HEIGHT, WIDTH, 3)``, the same size on every
 call, so Gymnasium's ``RecordVideo`` can stitch frames into a video.
 
-Layout: a band at the top in the colour of the action taken (one colour per
-action index; one segment per dimension of a MultiDiscrete action); below,
+Layout: a title line (env id, step, simulated time, action; :attr:`StepTimeline.title`);
+a band in the colour of the action taken (one colour per action index; one
+segment per dimension of a MultiDiscrete action, each with its choice's name);
+below,
 one row per CPU (every CPU of machines with 16 CPUs or fewer in all, else the
 CPUs that have run something since the episode began), in machine order with
 a gap between machines, time running left to right over the last step.  In
@@ -13,7 +15,9 @@ a row: tasks in a colour per task name (idle is the dark row background),
 hard IRQs red, softirqs orange, timer callbacks yellow (lower half), a
 magenta bar along the top while the CPU is non-preemptible, aggregated qperf
 round trips grey with stripes.  CPU numbers are drawn in the left margin
-with a 3x5 pixel font when rows are tall enough.
+with a 3x5 pixel font when rows are tall enough.  A legend along the bottom
+names every colour: the fixed categories, then each task drawn in the frame.
+Text is drawn in a 3x5 capital-letter pixel font (lower case is drawn in capitals).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from ..sim.engine import Recorder
 
 WIDTH = 640
 HEIGHT = 360
-TOP = 12          # action band
+TITLE = 14        # title line (text at twice the font size)
+BAND = 12         # action band, below the title
+TOP = TITLE + BAND  # the CPU rows start here
+LEGEND = 26       # legend lines at the bottom (up to three)
 LEFT = 16         # CPU labels
 MAX_ROW = 24
 MAX_ROWS = 160
@@ -41,17 +48,36 @@ TIMER = (255, 225, 40)
 NONPREEMPT = (225, 40, 225)
 AGGREGATED = (150, 150, 150)
 SEPARATOR = (90, 90, 120)
+TEXT = (225, 225, 225)
+BAND_TEXT = (20, 20, 24)
 TASK_PALETTE = ((70, 140, 255), (60, 200, 120), (150, 110, 240), (40, 190, 200), (120, 200, 60),
                 (230, 120, 180), (90, 170, 170), (200, 180, 120), (110, 130, 200), (170, 220, 150))
 ACTION_PALETTE = ((80, 160, 255), (80, 220, 120), (240, 200, 60), (230, 100, 100), (190, 120, 240),
                   (100, 220, 220), (240, 150, 80), (200, 200, 200))
 
-#: 3x5 digits, rows top to bottom, 3 bits each (MSB = left column)
-_DIGITS = MappingProxyType({
+#: the 3x5 font (digits, capitals, punctuation): rows top to bottom, 3 bits each (MSB = left column)
+_FONT = MappingProxyType({
     "0": (7, 5, 5, 5, 7), "1": (2, 6, 2, 2, 7), "2": (7, 1, 7, 4, 7), "3": (7, 1, 7, 1, 7),
     "4": (5, 5, 7, 1, 1), "5": (7, 4, 7, 1, 7), "6": (7, 4, 7, 5, 7), "7": (7, 1, 1, 1, 1),
     "8": (7, 5, 7, 5, 7), "9": (7, 5, 7, 1, 7),
+    "A": (2, 5, 7, 5, 5), "B": (6, 5, 6, 5, 6), "C": (3, 4, 4, 4, 3), "D": (6, 5, 5, 5, 6),
+    "E": (7, 4, 6, 4, 7), "F": (7, 4, 6, 4, 4), "G": (3, 4, 5, 5, 3), "H": (5, 5, 7, 5, 5),
+    "I": (7, 2, 2, 2, 7), "J": (1, 1, 1, 5, 2), "K": (5, 5, 6, 5, 5), "L": (4, 4, 4, 4, 7),
+    "M": (5, 7, 7, 5, 5), "N": (6, 5, 5, 5, 5), "O": (2, 5, 5, 5, 2), "P": (6, 5, 6, 4, 4),
+    "Q": (2, 5, 5, 6, 3), "R": (6, 5, 6, 5, 5), "S": (3, 4, 2, 1, 6), "T": (7, 2, 2, 2, 2),
+    "U": (5, 5, 5, 5, 7), "V": (5, 5, 5, 5, 2), "W": (5, 5, 7, 7, 5), "X": (5, 5, 2, 5, 5),
+    "Y": (5, 5, 2, 2, 2), "Z": (7, 1, 2, 4, 7),
+    ".": (0, 0, 0, 0, 2), ":": (0, 2, 0, 2, 0), "=": (0, 7, 0, 7, 0), "-": (0, 0, 7, 0, 0),
+    "_": (0, 0, 0, 0, 7), "/": (1, 1, 2, 4, 4), "(": (1, 2, 2, 2, 1), ")": (4, 2, 2, 2, 4),
+    ",": (0, 0, 0, 2, 4), "|": (2, 2, 2, 2, 2), "+": (0, 2, 7, 2, 0), "%": (5, 1, 2, 4, 5),
+    "[": (3, 2, 2, 2, 3), "]": (6, 2, 2, 2, 6),
 })
+#: the font's columns, left to right, as bits of a row
+_BITS = (4, 2, 1)
+#: the fixed colours of the legend, in its order (tasks follow, one entry per name drawn)
+LEGEND_ENTRIES = (("hard IRQ", HARDIRQ), ("softirq", SOFTIRQ), ("timer callback", TIMER),
+                  ("non-preemptible", NONPREEMPT), ("qperf round trips (aggregated)", AGGREGATED),
+                  ("idle", ROW[0]))
 
 
 def task_color(comm: str) -> tuple[int, int, int]:
@@ -59,18 +85,49 @@ def task_color(comm: str) -> tuple[int, int, int]:
     return TASK_PALETTE[zlib.crc32(base.encode()) % len(TASK_PALETTE)]
 
 
+def task_label(comm: str) -> str:
+    """The legend's name of a task: every kworker/N:M alike, as in :func:`task_color`."""
+    return comm.split("/", 1)[0]
+
+
+def text_width(s: str, scale: int = 1) -> int:
+    return 4 * scale * len(s) - scale if s else 0
+
+
 def _text(img: np.ndarray, x_right: int, y: int, s: str, color=(200, 200, 200)) -> None:
-    x = x_right - 4 * len(s) + 1
-    for ch in s:
-        rows = _DIGITS.get(ch)
-        if rows is not None:
-            for dy, bits in enumerate(rows):
-                for dx in range(3):
-                    if bits & (4 >> dx):
-                        yy, xx = y + dy, x + dx
-                        if 0 <= yy < img.shape[0] and 0 <= xx < img.shape[1]:
-                            img[yy, xx] = color
-        x += 4
+    """Right-aligned at ``x_right`` (the CPU numbers)."""
+    draw_text(img, x_right - 4 * len(s) + 1, y, s, color)
+
+
+def draw_text(img: np.ndarray, x: int, y: int, s: str, color=TEXT, scale: int = 1, x_max: int | None = None,
+              glyphs: dict | None = None) -> int:
+    """``s`` from (x, y) (top left) in the 3x5 font, ``scale`` pixels per font pixel,
+    clipped at ``x_max``; returns the x after the last character drawn.  ``glyphs``:
+    the caller's memo of the characters' masks (a StepTimeline keeps one)."""
+    glyphs = {} if glyphs is None else glyphs
+    H, W = img.shape[:2]
+    x_max = W if x_max is None else min(x_max, W)
+    if y < 0 or y + 5 * scale > H:
+        return x
+    for ch in s.upper():
+        if x + 3 * scale > x_max:
+            break
+        mask = glyphs.get((ch, scale), False)
+        if mask is False:
+            mask = glyphs[(ch, scale)] = _glyph(ch, scale)
+        if mask is not None and x >= 0:
+            img[y:y + 5 * scale, x:x + 3 * scale][mask] = color
+        x += 4 * scale
+    return x
+
+
+def _glyph(ch: str, scale: int) -> np.ndarray | None:
+    """The (5 scale, 3 scale) mask of a character of the font; None for a blank or unknown one."""
+    rows = _FONT.get(ch)
+    if rows is None:
+        return None
+    mask = (np.array(rows)[:, None] & _BITS) != 0
+    return mask if scale == 1 else mask.repeat(scale, axis=0).repeat(scale, axis=1)
 
 
 class StepTimeline:
@@ -100,6 +157,11 @@ class StepTimeline:
             self.rows = {(i, c) for i, k in enumerate(self.kernels) for c in range(k.nr_cpus)}
         self.t0 = self.t1 = self.now()
         self.action: Any = None
+        #: the title line and the names of the action's dimensions, set by the env
+        #: before each frame (KenvEnv._render_rgb)
+        self.title = ""
+        self.action_labels: Sequence[str] = ()
+        self._glyphs: dict = {}  # draw_text's masks, by (character, scale)
 
     def now(self) -> int:
         return self.engines[0].now if self.engines else 0
@@ -147,19 +209,26 @@ class StepTimeline:
         W, H = self.width, self.height
         img = np.empty((H, W, 3), dtype=np.uint8)
         img[:] = BG
+        if self.title:
+            scale = 2 if text_width(self.title, 2) <= W - 4 else 1
+            draw_text(img, 2, (TITLE - 5 * scale) // 2, self.title, TEXT, scale, W - 2, self._glyphs)
         if self.action is not None:
-            # one segment per action dimension (MultiDiscrete), coloured by its index
+            # one segment per action dimension (MultiDiscrete), coloured by its index, named
             acts = [int(a) for a in np.asarray(self.action).reshape(-1)]
             seg = (W - 1 - LEFT) // len(acts)
             for i, a in enumerate(acts):
-                img[1:TOP - 2, LEFT + i * seg:LEFT + (i + 1) * seg - 2] = ACTION_PALETTE[a % len(ACTION_PALETTE)]
+                x0, x1 = LEFT + i * seg, LEFT + (i + 1) * seg - 2
+                img[TITLE + 1:TOP - 2, x0:x1] = ACTION_PALETTE[a % len(ACTION_PALETTE)]
+                if i < len(self.action_labels):
+                    draw_text(img, x0 + 2, TITLE + 3, self.action_labels[i], BAND_TEXT, 1, x1 - 1, self._glyphs)
         spans = self._spans()
         self._note_rows(spans)
+        self._legend(img, sorted({task_label(name) for cat, _, name, _, _ in spans if cat == "task"}))
         rows = sorted(self.rows)[:MAX_ROWS]
         if not rows:
             return img
         n_sep = len({m for m, _ in rows}) - 1
-        avail = H - TOP - 1 - 2 * n_sep
+        avail = H - TOP - LEGEND - 1 - 2 * n_sep
         rh = max(1, min(MAX_ROW, avail // len(rows)))
         y_of: dict[tuple[int, int], int] = {}
         y = TOP
@@ -202,5 +271,24 @@ class StepTimeline:
                 block[:, ::4] = (110, 110, 110)
         return img
 
+    def legend(self, tasks: Sequence[str]) -> list[tuple[str, tuple[int, int, int]]]:
+        """The legend's entries: the fixed colours, then each task name with its colour."""
+        return list(LEGEND_ENTRIES) + [(f"task {t}", task_color(t)) for t in tasks]
 
-__all__ = ["HEIGHT", "StepTimeline", "WIDTH", "task_color"]
+    def _legend(self, img: np.ndarray, tasks: Sequence[str]) -> None:
+        """The entries of :meth:`legend` flowed over the bottom LEGEND pixels: a 7x5
+        swatch, then the name; an entry that does not fit on the last line is left out."""
+        W, H = self.width, self.height
+        x, y = 2, H - LEGEND + 2
+        for name, color in self.legend(tasks):
+            w = 10 + text_width(name) + 8
+            if x + w > W and x > 2:
+                x, y = 2, y + 8
+            if y + 5 > H:
+                break
+            img[y:y + 5, x:x + 7] = color
+            draw_text(img, x + 10, y, name, TEXT, glyphs=self._glyphs)
+            x += w
+
+
+__all__ = ["HEIGHT", "LEGEND_ENTRIES", "StepTimeline", "WIDTH", "draw_text", "task_color", "task_label"]

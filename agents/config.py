@@ -1,0 +1,568 @@
+"""Training configs in the RL Baselines3 Zoo format: loading and validation.
+
+``configs/train/<algo>.yaml`` holds one block per env id (``n_envs``, ``n_timesteps``,
+``policy``, ``policy_kwargs``, ``lin_<v>`` schedules, ``env_wrapper`` and the algorithm's
+constructor arguments); :func:`load_train_config` reads one block into a validated
+:class:`TrainConfig`.  A config file is data: ``policy_kwargs`` is parsed (``ast``), never
+evaluated, and may name only allow-listed activation functions and optimisers;
+``env_wrapper`` only the wrappers of :data:`ALLOWED_WRAPPERS`.  Every bad value is a
+:class:`ConfigError` naming the field, the value and what is allowed.  The environments a
+config describes: :func:`make_env` (evaluation) and :func:`make_train_vec_env` (training).
+See :mod:`kenv.agents.train` for the whole format.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import gymnasium as gym
+import numpy as np
+
+from kenv.envs.config import load_yaml, packaged_names
+from kenv.errors import ConfigError
+
+#: Zoo keys that kenv train does not implement
+UNSUPPORTED_ZOO_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback", "monitor_kwargs")
+#: bounds of a config's n_timesteps and n_envs (and --n-timesteps): far beyond any kenv run,
+#: low enough that nothing overflows or allocates without end
+MAX_TIMESTEPS = 10**12
+MAX_ENVS = 1024
+#: seeds: SB3 seeds numpy's global generator, which takes 0 .. 2**32 - 1
+MAX_SEED = 2**32 - 1
+#: the largest magnitude of a numeric hyperparameter (no kenv value comes near; an int
+#: of 400 digits or 1e300 would overflow a buffer size or a float32 on the way)
+MAX_HYPERPARAMETER = 1e15
+#: constructor arguments that kenv train sets itself
+RESERVED_KEYS = ("self", "policy", "env", "seed", "tensorboard_log", "verbose", "device", "_init_setup_model")
+
+
+def algorithms() -> dict[str, type]:
+    from stable_baselines3 import A2C, DQN, PPO
+
+    return {"ppo": PPO, "a2c": A2C, "dqn": DQN}
+
+
+ALGO_NAMES = ("ppo", "a2c", "dqn")
+
+
+# ---------------------------------------------------------------------------- config
+@dataclass
+class TrainConfig:
+    """One env's block of a training config file, validated."""
+
+    env_id: str
+    algo: str
+    source: str
+    n_timesteps: int
+    n_envs: int
+    policy: str
+    #: the keyword arguments of the algorithm's constructor (schedules and
+    #: policy_kwargs still in their YAML form; see :meth:`model_kwargs`)
+    hyperparams: dict
+    env_kwargs: dict = field(default_factory=dict)
+    env_wrapper: Any = None
+
+    def raw(self) -> dict:
+        """The block as it would be written back to YAML (for run.yaml and fingerprints)."""
+        d = {"n_envs": self.n_envs, "n_timesteps": self.n_timesteps, "policy": self.policy}
+        d.update(self.hyperparams)
+        if self.env_kwargs:
+            d["env_kwargs"] = dict(self.env_kwargs)
+        if self.env_wrapper is not None:
+            d["env_wrapper"] = self.env_wrapper
+        return d
+
+    def model_kwargs(self) -> dict:
+        """Constructor keyword arguments with schedules and policy_kwargs resolved."""
+        out = {}
+        for k, v in self.hyperparams.items():
+            if k == "policy_kwargs":
+                out[k] = parse_policy_kwargs(f"{self.source}: {self.env_id}.policy_kwargs", v)
+            elif k in ("learning_rate", "clip_range", "clip_range_vf") and isinstance(v, str):
+                out[k] = _linear_schedule(float(v.split("_", 1)[1]))
+            elif k == "train_freq" and isinstance(v, list):
+                out[k] = tuple(v)
+            else:
+                out[k] = v
+        return out
+
+    def wrapper(self) -> Callable[[gym.Env], gym.Env] | None:
+        return resolve_wrapper(f"{self.source}: {self.env_id}.env_wrapper", self.env_wrapper)
+
+
+class _LinearSchedule:
+    """``lin_<v>``: from v at the start down to 0 (the Zoo's ``linear_schedule``); picklable."""
+
+    def __init__(self, initial: float):
+        self.initial = initial
+
+    def __call__(self, progress_remaining: float) -> float:
+        return progress_remaining * self.initial
+
+
+def _linear_schedule(initial: float) -> _LinearSchedule:
+    return _LinearSchedule(initial)
+
+
+def packaged_train_configs() -> list[str]:
+    return packaged_names("train")
+
+
+def read_config_file(config: str | os.PathLike) -> tuple[dict, str]:
+    """The mapping in a config file (a path, or a packaged name such as ``ppo``)."""
+    try:
+        data, label = load_yaml("train", config, field="--config")
+    except UnicodeDecodeError as e:
+        raise ConfigError("--config", os.fspath(config), f"a UTF-8 YAML file ({e.reason} at byte {e.start})") from None
+    if not data:
+        raise ConfigError(label, "{}", "a YAML mapping of env id -> hyperparameters (RL Zoo format)")
+    return data, label
+
+
+def registered_env_ids() -> list[str]:
+    return sorted(i for i in gym.registry if i.startswith("kenv/"))
+
+
+def check_env_id(env_id: Any) -> str:
+    ids = registered_env_ids()
+    if not isinstance(env_id, str) or env_id not in ids:
+        raise ConfigError("env", env_id, ", ".join(ids))
+    return env_id
+
+
+def config_env_ids(data: Mapping) -> list[str]:
+    """The keys of a config file that are env ids (``Name-vN``); others hold YAML anchors."""
+    return [k for k in data if isinstance(k, str) and re.fullmatch(r".+-v\d+", k)]
+
+
+def load_train_config(config: str | os.PathLike, env_id: str | None = None,
+                      algo: str | None = None) -> TrainConfig:
+    """Read and validate the block of ``env_id`` in ``config``.
+
+    ``algo`` defaults to the file's name (``ppo.yaml`` -> ``ppo``), as in the Zoo.
+    ``env_id`` may be omitted when the file has a single block.
+    """
+    data, label = read_config_file(config)
+    if algo is None:
+        stem = os.path.splitext(os.path.basename(os.fspath(config)))[0].lower()
+        if stem not in ALGO_NAMES:
+            raise ConfigError("algo", stem, ", ".join(ALGO_NAMES)
+                              + " (pass --algo, or name the file <algo>.yaml as RL Zoo's hyperparams/<algo>.yml)")
+        algo = stem
+    algo = str(algo).lower()
+    if algo not in ALGO_NAMES:
+        raise ConfigError("algo", algo, ", ".join(ALGO_NAMES))
+    blocks = config_env_ids(data)
+    if env_id is None:
+        if len(blocks) != 1:
+            raise ConfigError("--env", None, f"one of the env ids in {label}: " + ", ".join(blocks))
+        env_id = blocks[0]
+    check_env_id(env_id)
+    _check_algo_space(algo, env_id, {})
+    if env_id not in data:
+        raise ConfigError(f"{label}: env", env_id, "an env id with a block in this file: " + ", ".join(blocks))
+    return validate_block(data[env_id], env_id, algo, label)
+
+
+def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfig:
+    where = f"{label}: {env_id}"
+    if not isinstance(block, dict):
+        raise ConfigError(where, block, "a mapping of hyperparameters (n_envs, n_timesteps, policy, ...)")
+    block = dict(block)
+    for k in UNSUPPORTED_ZOO_KEYS:
+        if k in block:
+            raise ConfigError(f"{where}.{k}", block[k], f"not set: kenv train does not implement the Zoo's {k!r}")
+    n_timesteps = check_number(f"{where}.n_timesteps", block.pop("n_timesteps", None), integer=True, minimum=1,
+                                required=True, maximum=MAX_TIMESTEPS)
+    n_envs = check_number(f"{where}.n_envs", block.pop("n_envs", 1), integer=True, minimum=1, maximum=MAX_ENVS)
+    cls = algorithms()[algo]
+    policy = block.pop("policy", "MlpPolicy")
+    aliases = sorted(getattr(cls, "policy_aliases", {}) or {"MlpPolicy": None})
+    if policy not in aliases:
+        raise ConfigError(f"{where}.policy", policy, ", ".join(aliases))
+    env_kwargs = block.pop("env_kwargs", None) or {}
+    if not isinstance(env_kwargs, dict):
+        raise ConfigError(f"{where}.env_kwargs", env_kwargs, "a mapping of gym.make keyword arguments")
+    env_wrapper = block.pop("env_wrapper", None)
+    params = inspect.signature(cls.__init__).parameters
+    allowed = sorted(p for p in params if p not in RESERVED_KEYS and params[p].kind == params[p].POSITIONAL_OR_KEYWORD)
+    for k, v in block.items():
+        if k not in allowed:
+            raise ConfigError(f"{where}.{k}", k, f"a {algo.upper()} argument or a Zoo key: "
+                              + ", ".join(["n_envs", "n_timesteps", "policy", "env_wrapper", "env_kwargs"] + allowed))
+        _check_value(f"{where}.{k}", k, v, params[k])
+    cfg = TrainConfig(env_id, algo, label, n_timesteps, n_envs, policy, block, env_kwargs, env_wrapper)
+    cfg.model_kwargs()  # policy_kwargs and schedules parse
+    try:  # the env accepts env_kwargs
+        env = gym.make(env_id, **env_kwargs)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - gym.make's own check of the kwargs
+        raise ConfigError(f"{where}.env_kwargs", env_kwargs,
+                          f"keyword arguments of {env_id}'s constructor ({type(e).__name__}: {e})") from None
+    try:  # the wrapper accepts its arguments on this env
+        wrap = cfg.wrapper()
+        if wrap is not None:
+            env = wrap(env)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the wrapper's own check of its kwargs
+        raise ConfigError(f"{where}.env_wrapper", env_wrapper,
+                          f"a wrapper and arguments that fit {env_id} ({type(e).__name__}: {e})") from None
+    finally:
+        env.close()
+    _check_algo_space(algo, env_id, env_kwargs)
+    return cfg
+
+
+def _check_algo_space(algo: str, env_id: str, env_kwargs: Mapping) -> None:
+    if algo == "dqn":
+        space = _action_space(env_id, env_kwargs)
+        if not isinstance(space, gym.spaces.Discrete):
+            raise ConfigError("algo", algo, f"ppo, a2c ({env_id} has a {type(space).__name__} action space; "
+                              "DQN needs Discrete)")
+
+
+def _action_space(env_id: str, env_kwargs: Mapping) -> gym.Space:
+    env = gym.make(env_id, **dict(env_kwargs))
+    try:
+        return env.action_space
+    finally:
+        env.close()
+
+
+def check_number(where: str, value: Any, integer: bool = False, minimum: float | None = None,
+                  required: bool = False, maximum: float | None = None) -> Any:
+    if value is None and required:
+        raise ConfigError(where, None, "a number (required)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
+        hint = ""
+        if isinstance(value, str):
+            try:
+                float(value)
+                hint = f" (YAML reads {value} as a string: write it with a dot, 1.0e-5, or as !!float {value})"
+            except ValueError:
+                pass
+        raise ConfigError(where, value, ("an integer" if integer else "a number") + hint)
+    if integer:
+        if isinstance(value, float) and float(value) != int(value):
+            raise ConfigError(where, value, "an integer")
+        value = int(value)
+    if abs(value) > MAX_HYPERPARAMETER:
+        raise ConfigError(where, value, f"a number of magnitude at most {MAX_HYPERPARAMETER:.0e}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(where, value, f"a number >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(where, value, f"a number in {minimum}..{maximum}")
+    return value
+
+
+#: ranges of the algorithms' numeric arguments (closed intervals; None: unbounded),
+#: from their meaning in SB3's docs: a discount or a probability in [0, 1], a count >= 1, ...
+HYPERPARAMETER_RANGES: Mapping[str, tuple[float | None, float | None]] = MappingProxyType({
+    "learning_rate": (0.0, None), "n_steps": (1, None), "batch_size": (1, None), "n_epochs": (1, None),
+    "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_range": (0.0, None), "clip_range_vf": (0.0, None),
+    "ent_coef": (0.0, None), "vf_coef": (0.0, None), "max_grad_norm": (0.0, None), "sde_sample_freq": (-1, None),
+    "target_kl": (0.0, None), "stats_window_size": (1, None), "rms_prop_eps": (0.0, None),
+    "buffer_size": (1, None), "learning_starts": (0, None), "tau": (0.0, 1.0), "gradient_steps": (-1, None),
+    "target_update_interval": (1, None), "train_freq": (1, None), "exploration_fraction": (0.0, 1.0),
+    "exploration_initial_eps": (0.0, 1.0), "exploration_final_eps": (0.0, 1.0),
+})
+
+
+#: arguments whose lower bound is excluded (0 divides or stalls: A2C's RMSprop with eps 0
+#: gave NaN logits in the fuzz run)
+POSITIVE = ("learning_rate", "rms_prop_eps", "clip_range")
+
+
+def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> None:
+    """A value for an algorithm's constructor argument, checked against its annotation
+    (bool, int, float, schedule, mapping; classes cannot be set from a file) and its range."""
+    ann = str(param.annotation)
+    given = value
+    lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
+    rng = ("a number" + (f" > {lo}" if key in POSITIVE else f" >= {lo}" if lo is not None and hi is None else "")
+           + (f" in {lo}..{hi}" if lo is not None and hi is not None else ""))
+    if key == "policy_kwargs":
+        if not isinstance(value, (str, dict)):
+            raise ConfigError(where, value, "a 'dict(...)' string (RL Zoo) or a mapping")
+        return
+    if value is None and "None" in ann:
+        return
+    if ann.startswith("type["):
+        raise ConfigError(where, value, "not set from a config file (a class; kenv train uses SB3's default)")
+    if "Callable" in ann and isinstance(value, str):
+        head, _, tail = value.partition("_")
+        try:
+            ok = head == "lin" and math.isfinite(float(tail))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(where, value, "a number or 'lin_<number>' (a linear schedule, as in RL Zoo)")
+        value = float(tail)
+    if ann.startswith("dict"):
+        if not isinstance(value, dict):
+            raise ConfigError(where, value, "a mapping")
+        _check_data(where, value)
+        return
+    if ann == str(bool):
+        if not isinstance(value, bool):
+            raise ConfigError(where, value, "true or false")
+        return
+    if ann.startswith("int | tuple") and isinstance(value, list):  # train_freq: [4, step]
+        if len(value) != 2 or value[1] not in ("step", "episode"):
+            raise ConfigError(where, value, "an integer or [<integer>, step|episode]")
+        value = value[0]
+    if ann == str(int) or ann.startswith("int |"):
+        v = check_number(where, value, integer=True)
+    elif "float" in ann:
+        v = check_number(where, value)
+    else:
+        _check_data(where, value)
+        return
+    if (lo is not None and (v < lo or (v == lo and key in POSITIVE))) or (hi is not None and v > hi):
+        raise ConfigError(where, given, rng)
+
+
+#: torch.nn activation functions a config may name, as ``nn.X``, ``th.nn.X`` or
+#: ``torch.nn.X`` (the Zoo's spellings; a mapping may also give the bare ``X``)
+NN_ACTIVATIONS = ("ReLU", "Tanh", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Softplus", "Mish", "SELU",
+                  "CELU", "Hardtanh", "Hardswish", "ReLU6", "Softsign", "Identity")
+#: torch.optim optimisers a config may name, as ``th.optim.X``, ``torch.optim.X`` or ``optim.X``
+TORCH_OPTIMIZERS = ("Adam", "AdamW", "RMSprop", "SGD", "Adagrad", "Adamax", "NAdam", "RAdam")
+#: SB3's TF-like RMSprop (the Zoo's A2C configs use it)
+RMSPROP_TF_LIKE = "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
+
+
+def _allowed_names() -> dict[str, tuple[str, str]]:
+    """dotted name in a config -> (module, attribute): the only non-literals policy_kwargs may hold."""
+    out = {}
+    for x in NN_ACTIVATIONS:
+        for prefix in ("nn.", "th.nn.", "torch.nn."):
+            out[prefix + x] = ("torch.nn", x)
+    for x in TORCH_OPTIMIZERS:
+        for prefix in ("th.optim.", "torch.optim.", "optim."):
+            out[prefix + x] = ("torch.optim", x)
+    mod, _, cls = RMSPROP_TF_LIKE.rpartition(".")
+    out["RMSpropTFLike"] = out[RMSPROP_TF_LIKE] = (mod, cls)
+    return out
+
+
+_POLICY_NAMES = MappingProxyType(_allowed_names())
+_POLICY_ALLOWED = ("a 'dict(...)' string (RL Zoo) or a mapping, of literals (numbers, strings, true/false, "
+                   "lists, dict(...)) and, as values, the activation functions nn.<X> (X: "
+                   + ", ".join(NN_ACTIVATIONS) + ") and optimisers th.optim.<X> (X: " + ", ".join(TORCH_OPTIMIZERS)
+                   + ") or RMSpropTFLike; nothing is evaluated")
+
+
+def _resolve_name(where: str, value: Any, name: str):
+    """The class of an allow-listed dotted name (imported only from the allow-list)."""
+    target = _POLICY_NAMES.get(name)
+    if target is None:
+        raise ConfigError(where, value, _POLICY_ALLOWED + f" (found {name!r})")
+    return getattr(importlib.import_module(target[0]), target[1])
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` of a Name/Attribute chain; None for anything else (calls, subscripts, ...)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _literal(where: str, value: Any, node: ast.AST) -> Any:
+    """The value of one node of a ``dict(...)`` string: literals, ``dict(k=v, ...)``,
+    lists, tuples, ``{...}`` with string keys, negated numbers and allow-listed names.
+    Nothing is evaluated, and no attribute of anything is looked up."""
+    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (bool, int, float, str))):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _literal(where, value, node.operand)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(where, value, _POLICY_ALLOWED + " (a sign before a non-number)")
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(where, value, e) for e in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, ast.Dict):
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            key = _literal(where, value, k) if k is not None else None
+            if not isinstance(key, str):
+                raise ConfigError(where, value, _POLICY_ALLOWED + " (a {...} key that is not a string)")
+            out[key] = _literal(where, value, v)
+        return out
+    if isinstance(node, ast.Call):
+        if not (isinstance(node.func, ast.Name) and node.func.id == "dict") or node.args \
+                or any(k.arg is None for k in node.keywords):
+            raise ConfigError(where, value, _POLICY_ALLOWED + " (a call other than dict(key=value, ...))")
+        return {k.arg: _literal(where, value, k.value) for k in node.keywords}
+    name = _dotted(node)
+    if name is not None:
+        return _resolve_name(where, value, name)
+    raise ConfigError(where, value, _POLICY_ALLOWED + f" (found {type(node).__name__})")
+
+
+def parse_policy_kwargs(where: str, value: Any) -> dict:
+    """``"dict(net_arch=[32, 32], activation_fn=nn.Tanh)"`` (the Zoo's form) or a mapping.
+
+    The string is parsed (``ast``), never evaluated: it may hold literals, ``dict(...)``
+    calls with keyword arguments, and, as values, the activation functions and optimisers
+    of an allow-list (:data:`NN_ACTIVATIONS`, :data:`TORCH_OPTIMIZERS`, RMSpropTFLike),
+    each resolved by name.  In a mapping, ``activation_fn`` and ``optimizer_class`` may
+    name those classes as strings (``Tanh``, ``nn.Tanh``, ``th.optim.Adam``, ...).
+    """
+    if isinstance(value, dict):
+        return _policy_mapping(where, value)
+    if not isinstance(value, str):
+        raise ConfigError(where, value, _POLICY_ALLOWED)
+    try:
+        tree = ast.parse(value.strip(), mode="eval")
+    except (SyntaxError, ValueError) as e:
+        raise ConfigError(where, value, f"a Python 'dict(...)' expression ({getattr(e, 'msg', e)})") from None
+    except RecursionError:
+        raise ConfigError(where, value[:80] + "...", "a 'dict(...)' expression nested less deeply") from None
+    try:
+        out = _literal(where, value, tree.body)
+    except RecursionError:
+        raise ConfigError(where, value[:80] + "...", "a 'dict(...)' expression nested less deeply") from None
+    if not isinstance(out, dict):
+        raise ConfigError(where, value, "an expression that gives a dict: 'dict(...)' or '{...}'")
+    return out
+
+
+def _policy_mapping(where: str, value: dict) -> dict:
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise ConfigError(f"{where}.{k}", k, "string keys (policy keyword arguments)")
+        if k in ("activation_fn", "optimizer_class") and isinstance(v, str):
+            name = v
+            if "." not in name:
+                name = ("nn." if k == "activation_fn" else "th.optim.") + name
+                if v == "RMSpropTFLike":
+                    name = v
+            out[k] = _resolve_name(f"{where}.{k}", v, name)
+        else:
+            out[k] = _check_data(f"{where}.{k}", v)
+    return out
+
+
+def _check_data(where: str, v: Any, depth: int = 0) -> Any:
+    """``v`` if it is plain data (numbers, strings, booleans, null, lists and mappings of those)."""
+    if depth > 20:
+        raise ConfigError(where, "...", "data nested at most 20 levels deep")
+    if v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
+        return v
+    if isinstance(v, float):
+        raise ConfigError(where, v, "a finite number")
+    if isinstance(v, (list, tuple)):
+        return [_check_data(f"{where}[{i}]", x, depth + 1) for i, x in enumerate(v)]
+    if isinstance(v, dict):
+        for k in v:
+            if not isinstance(k, str):
+                raise ConfigError(f"{where}.{k}", k, "string keys")
+        return {k: _check_data(f"{where}.{k}", x, depth + 1) for k, x in v.items()}
+    raise ConfigError(where, v, "plain data: numbers, strings, true/false, null, lists, mappings")
+
+
+def _nn_attr(where: str, name: str):
+    """An allow-listed torch.nn activation by name (``Tanh``, ``nn.Tanh``, ``torch.nn.Tanh``)."""
+    return _resolve_name(where, name, name if "." in name else "nn." + name)
+
+
+#: the wrappers ``env_wrapper`` may name (Gymnasium's and sb3-contrib's TimeFeatureWrapper,
+#: the one the Zoo's configs use); nothing else is imported
+ALLOWED_WRAPPERS = (
+    "gymnasium.wrappers.TimeLimit", "gymnasium.wrappers.FlattenObservation",
+    "gymnasium.wrappers.NormalizeObservation", "gymnasium.wrappers.NormalizeReward",
+    "gymnasium.wrappers.ClipReward", "gymnasium.wrappers.TimeAwareObservation",
+    "gymnasium.wrappers.FrameStackObservation", "gymnasium.wrappers.RecordEpisodeStatistics",
+    "gymnasium.wrappers.DelayObservation", "gymnasium.wrappers.StickyAction",
+    "sb3_contrib.common.wrappers.TimeFeatureWrapper",
+)
+
+
+def resolve_wrapper(where: str, spec: Any) -> Callable[[gym.Env], gym.Env] | None:
+    """The Zoo's ``env_wrapper``: ``"module.Class"``, ``{"module.Class": {kwargs}}`` or a list
+    of those, the classes from :data:`ALLOWED_WRAPPERS` only, the kwargs plain data naming
+    the class's own arguments."""
+    if spec is None:
+        return None
+    items = spec if isinstance(spec, list) else [spec]
+    if not items:
+        raise ConfigError(where, spec, "a wrapper name, {name: {kwargs}} or a non-empty list of those")
+    wrappers = []
+    for item in items:
+        if isinstance(item, str):
+            name, kwargs = item, {}
+        elif isinstance(item, dict) and len(item) == 1:
+            name, kwargs = next(iter(item.items()))
+            kwargs = {} if kwargs is None else kwargs
+        else:
+            raise ConfigError(where, item, "'module.Class' or {'module.Class': {kwargs}} or a list of those")
+        if not isinstance(name, str) or name not in ALLOWED_WRAPPERS:
+            raise ConfigError(where, name, "one of the allowed wrappers: " + ", ".join(ALLOWED_WRAPPERS))
+        if not isinstance(kwargs, dict):
+            raise ConfigError(f"{where}.{name}", kwargs, "a mapping of the wrapper's keyword arguments")
+        module, _, cls_name = name.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(where, name, f"a wrapper whose package is installed ({e})") from None
+        params = inspect.signature(cls.__init__).parameters
+        names = [p for p in params if p not in ("self", "env")
+                 and params[p].kind in (params[p].POSITIONAL_OR_KEYWORD, params[p].KEYWORD_ONLY)]
+        for k, v in kwargs.items():
+            if k not in names:
+                raise ConfigError(f"{where}.{name}.{k}", k, f"an argument of {cls_name}: " + (", ".join(names) or "none"))
+            _check_data(f"{where}.{name}.{k}", v)
+        wrappers.append((cls, dict(kwargs)))
+
+    def wrap(env: gym.Env) -> gym.Env:
+        for cls, kwargs in wrappers:
+            env = cls(env, **kwargs)
+        return env
+
+    return wrap
+
+
+# ------------------------------------------------------------------------------- envs
+def make_env(cfg: TrainConfig) -> gym.Env:
+    """One evaluation environment: ``gym.make`` with the config's kwargs and wrapper."""
+    env = gym.make(cfg.env_id, **dict(cfg.env_kwargs))
+    w = cfg.wrapper()
+    return w(env) if w is not None else env
+
+
+def make_train_vec_env(cfg: TrainConfig, seed: int, monitor_dir: str | None, append: bool):
+    """``n_envs`` copies in a DummyVecEnv (the envs step at 4k-13k steps/s: processes
+    would cost more than they save), seeded ``seed + rank``, each behind a Monitor."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    # A callable, not the id: given an id, make_vec_env sets render_mode="rgb_array";
+    # training never renders.
+    spec = gym.spec(cfg.env_id)
+    return make_vec_env(lambda **kw: spec.make(**kw), n_envs=cfg.n_envs, seed=seed, monitor_dir=monitor_dir,
+                        wrapper_class=cfg.wrapper(), env_kwargs=dict(cfg.env_kwargs), vec_env_cls=DummyVecEnv,
+                        monitor_kwargs={"override_existing": not append})
+
+
+def check_seed(flag: str, seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) <= MAX_SEED:
+        raise ConfigError(flag, seed, f"an integer in 0..{MAX_SEED}")
+    return int(seed)

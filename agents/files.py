@@ -1,0 +1,153 @@
+"""Files of a run or output directory: atomic writes, JSON, the directory lock.
+
+Every file ``kenv train`` and ``kenv rediscover`` write whole (models, checkpoints,
+evaluations.csv, the JSON and YAML files) goes through :func:`atomic_write_bytes`: a
+temporary ``.tmp-*`` file in the same directory, flushed and fsynced, then
+``os.replace``, so a kill never leaves a half-written file (:func:`remove_stale_tmp`
+deletes the temporary files a kill left behind).  :class:`DirLock` (``flock`` on
+``<dir>/.lock``) keeps a second run from writing the same directory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from kenv.errors import ConfigError
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def remove_stale_tmp(root: str) -> int:
+    """Delete the temporary files an interrupted atomic write left under ``root``."""
+    n = 0
+    for dp, _, fs in os.walk(root):
+        for f in fs:
+            if f.startswith(".tmp-"):
+                try:
+                    os.unlink(os.path.join(dp, f))
+                    n += 1
+                except OSError:
+                    pass
+    return n
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """:func:`atomic_write_bytes` of UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str, obj: Any) -> None:
+    """:func:`atomic_write_bytes` of indented JSON (numpy values as plain JSON)."""
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=json_default) + "\n")
+
+
+def json_default(o: Any):
+    """``json.dumps(default=...)`` for numpy scalars and arrays (what env ``info`` holds)."""
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def read_json(path: str) -> Any | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def save_model_atomic(model, path: str) -> None:
+    buf = io.BytesIO()
+    model.save(buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def env_slug(env_id: str) -> str:
+    return env_id.replace("/", "_")
+
+
+
+def make_out_dir(path: str, flag: str = "--out") -> None:
+    """Create the output directory, or a ConfigError naming ``flag`` (a file, under a file, unwritable)."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ConfigError(flag, path, "a directory (this path is a file)")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(flag, path, f"a directory that can be created ({e.strerror})") from None
+
+
+#: the lock file of a run or output directory (flock: released when its process ends, even by SIGKILL)
+LOCK_NAME = ".lock"
+
+
+class DirLock:
+    """An exclusive ``flock`` on ``<path>/.lock`` while a run writes ``path``: a second
+    run on the same directory is refused, naming the PID that holds it."""
+
+    def __init__(self, path: str, flag: str = "--out"):
+        self.path, self.flag, self.fd = path, flag, None
+
+    def __enter__(self) -> "DirLock":
+        lock = os.path.join(self.path, LOCK_NAME)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as e:
+            raise ConfigError(self.flag, self.path, f"a writable directory ({e.strerror}: {lock})") from None
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            fcntl = None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                try:
+                    pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+                except OSError:
+                    pid = "?"
+                os.close(fd)
+                raise ConfigError(self.flag, self.path, f"a directory no other kenv run is writing: PID {pid} "
+                                  f"holds {lock} (wait for it to end, or stop it)") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+

@@ -1,0 +1,153 @@
+"""A trained model as a policy, and what it does per scenario context.
+
+:class:`ModelPolicy` wraps an SB3 model as a :class:`kenv.agents.baselines.Policy`;
+:func:`load_model` reads one back (a run directory's ``model.zip`` or any SB3 zip);
+:func:`policy_summary` plays the deterministic policy in every context of the env's
+scenario mix (each forced with ``reset(options={"scenario": ctx})``) and reports the
+action it takes there and the share of steps it takes it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any, Mapping
+
+import gymnasium as gym
+import numpy as np
+import yaml
+
+from kenv.errors import ConfigError
+
+from .baselines import Policy
+from .config import ALGO_NAMES, algorithms
+
+#: first seed of the evaluation episodes (episode i resets with EVAL_SEED + i); the same
+#: for every training seed, so that learning curves and baselines share their episodes
+EVAL_SEED = 1_000_000
+#: first seed of the per-context policy summary episodes
+SUMMARY_SEED = 2_000_000
+
+
+class ModelPolicy(Policy):
+    """A trained SB3 model as a :class:`kenv.agents.baselines.Policy` (deterministic)."""
+
+    def __init__(self, model, name: str = "learned", deterministic: bool = True):
+        self.model = model
+        self.name = name
+        self.deterministic = deterministic
+
+    def act(self, obs, info):
+        action, _ = self.model.predict(obs, deterministic=self.deterministic)
+        return action
+
+
+def load_model(path: str, algo: str | None = None):
+    """A saved model (``model.zip`` of a run dir, or any SB3 zip); ``algo`` read from
+    the run's ``run.yaml`` when omitted."""
+    if os.path.isdir(path):
+        run = read_run_yaml(path)
+        algo = algo or (run or {}).get("algo")
+        path = os.path.join(path, "model.zip")
+    if algo is None:
+        d = os.path.dirname(os.path.abspath(path))
+        algo = (read_run_yaml(d) or read_run_yaml(os.path.dirname(d)) or {}).get("algo")
+    if algo not in ALGO_NAMES:
+        raise ConfigError("algo", algo, ", ".join(ALGO_NAMES) + " (no run.yaml beside the model)")
+    if not os.path.isfile(path):
+        raise ConfigError("model", path, "an existing SB3 .zip file")
+    return algorithms()[algo].load(path, device="cpu")
+
+
+def read_run_yaml(run_dir: str) -> dict | None:
+    try:
+        with open(os.path.join(run_dir, "run.yaml"), encoding="utf-8") as f:
+            run = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
+def varying_fields(env: gym.Env) -> list[str]:
+    """The scenario fields that take more than one value in the env's mix."""
+    mix = env.unwrapped.mix
+    return [f for f, dist in mix.fields.items() if sum(1 for w in dist.values() if w > 0) > 1]
+
+
+def context_label(ctx: Mapping, fields: list[str]) -> str:
+    return " ".join(f"{f}={ctx[f]}" for f in fields) or "(single context)"
+
+
+def action_key(action: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in np.atleast_1d(np.asarray(action)).ravel())
+
+
+def policy_summary(env: gym.Env, policy: Policy, episodes: int = 3, seed: int = SUMMARY_SEED) -> list[dict]:
+    """Which action ``policy`` takes in each scenario context of the env's mix.
+
+    Each context is forced with ``reset(options={"scenario": ctx})`` for ``episodes``
+    seeded episodes (seeds ``seed + i``); every step's action is counted.  Per context:
+    ``action``, the label of the most frequent value of each action dimension (for a
+    Discrete env: the most frequent action); ``shares``, each dimension's share of the
+    steps taken by that value, and ``share``, the smallest of them; ``dim_counts``, per
+    dimension the steps per value index; ``counts``, the steps per action label; and the
+    episodes' ``returns``.
+    """
+    base = env.unwrapped
+    fields = varying_fields(env)
+    discrete = isinstance(env.action_space, gym.spaces.Discrete)
+    out = []
+    for ctx in base.mix.contexts():
+        counts: Counter = Counter()
+        labels: dict[tuple, str] = {}
+        rets = []
+        for i in range(episodes):
+            obs, info = env.reset(seed=seed + i, options={"scenario": ctx})
+            policy.reset(env, obs, info)
+            total = 0.0
+            while True:
+                a = policy.act(obs, info)
+                k = action_key(a)
+                counts[k] += 1
+                if k not in labels:
+                    labels[k] = base.action_label(a)
+                obs, r, term, trunc, info = env.step(a)
+                total += r
+                if term or trunc:
+                    break
+            rets.append(float(total))
+        n = sum(counts.values())
+        ndim = len(next(iter(counts)))
+        dim_counts, modes, shares = [], [], []
+        for d in range(ndim):
+            c: Counter = Counter()
+            for k, v in counts.items():
+                c[k[d]] += v
+            dim_counts.append({int(i): int(v) for i, v in sorted(c.items())})
+            value, m = max(c.items(), key=lambda t: (t[1], -t[0]))
+            modes.append(int(value))
+            shares.append(m / n)
+        mode_action = modes[0] if discrete else np.array(modes, dtype=np.int64)
+        out.append({
+            "context": context_label(ctx, fields),
+            "scenario": {f: ctx[f] for f in fields},
+            "action": base.action_label(mode_action),
+            "action_index": modes,
+            "shares": shares,
+            "share": min(shares),
+            "dim_counts": dim_counts,
+            "counts": {labels[k]: int(v) for k, v in counts.most_common()},
+            "steps": n,
+            "returns": rets,
+            "return_mean": float(np.mean(rets)),
+        })
+    return out
+
+
+def format_summary(rows: list[dict]) -> str:
+    w = max([len(r["context"]) for r in rows] + [7])
+    lines = [f"{'context':<{w}}  {'action (share of steps)':<36} return"]
+    for r in rows:
+        act = f"{r['action']} ({r['share']:.0%})"
+        lines.append(f"{r['context']:<{w}}  {act:<36} {r['return_mean']:.3f}")
+    return "\n".join(lines)

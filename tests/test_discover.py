@@ -1,0 +1,177 @@
+"""``kenv discover`` (agents/discover.py): structure, the oracle's guarantee, the rule,
+resume after a real kill, and its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import kenv  # noqa: F401
+from agents import discover as dc
+from agents.baselines import StaticPolicy, make_policy, run_episode
+from kenv.cli import main
+
+ENVS = ("kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", "kenv/Kernel-v0")
+POLICY_KEYS = ("policy", "return_mean", "return_ci95", "returns", "components", "counters", "refused")
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+def test_extended_set_holds_the_patch_and_names_every_observation(env_id):
+    env = gym.make(env_id, actions=dc.action_set(env_id))
+    base = env.unwrapped
+    patched = make_policy("patched", env).action   # raises if the patch is not in the set
+    assert base.action_label(patched) in [base.action_label(a) for a in dc.static_actions(env)]
+    # the rule's names: one per observation entry
+    assert len(base.obs_rows) == env.observation_space.shape[0]
+    assert len(dc.SITES[env_id]) == len(dc._dim_labels(base))
+
+
+def test_every_unit_names_an_observation_entry():
+    names = set()
+    for env_id in ENVS:
+        names |= {r[0] for r in gym.make(env_id).unwrapped.obs_rows}
+    assert set(dc.UNITS) <= names, set(dc.UNITS) - names
+
+
+def test_static_returns_from_component_sums_match_the_env():
+    """One static run serves every profile: its return under a profile is the profile's
+    weights applied to the episode's component sums."""
+    acts = dc.action_set("kenv/Kernel-v0")
+    for profile in ("balanced", "throughput"):
+        env = gym.make("kenv/Kernel-v0", actions=acts, profile=profile)
+        pol = StaticPolicy("s", np.array([1, 3, 2]))
+        ret, _, _ = run_episode(env, pol, 7)
+        ep = dc.play(env, pol, 7)
+        assert dc.returns_of([ep["components"]], dc.signed_weights(profile))[0] == pytest.approx(ret, rel=1e-9)
+        assert ep["return"] == pytest.approx(ret, rel=1e-12)
+
+
+def test_tree_rule_and_kernel_units():
+    pytest.importorskip("sklearn")
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 3))
+    X[:, 2] = (X[:, 2] > 0.5).astype(float)          # a boolean entry
+    y = np.where((X[:, 0] > 0.4) & (X[:, 2] == 1), 1, 0)
+    tree = dc.fit_tree(X, y, depth=2)
+    pred = np.array([dc.tree_predict(tree, x) for x in X])
+    assert np.mean(pred == y) == 1.0
+    names = ["HZ / 1000", "something", "preempt == rt"]
+    text = dc.rule_text(tree, names, [False, False, True], ["hwrng_yield", "usleep_range(100, 200)"],
+                        "bcm2835_rng_read()")
+    assert text.startswith("in `bcm2835_rng_read()`: `usleep_range(100, 200)` while ")
+    assert "HZ > 4" in text and "preempt == rt" in text and text.endswith("`hwrng_yield()` otherwise")
+
+
+def _strip_times(doc):
+    if isinstance(doc, dict):
+        return {k: _strip_times(v) for k, v in doc.items() if not k.endswith("wall_s") and k not in ("out", "files")}
+    if isinstance(doc, list):
+        return [_strip_times(v) for v in doc]
+    return doc
+
+
+def test_discover_brief_structure_and_oracle(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    out = tmp_path / "d"
+    code = main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "512",
+                 "--seeds", "3", "--out", str(out), "--json", "--no-plots"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["env"] == "kenv/HwrngWait-v0" and doc["seeds"] == 3
+    [e] = doc["profiles"]
+    for k in ("profile", "patched", "best_static", "learned", "rule", "rule_agreement", "beats_patch",
+              "beats_best_static"):
+        assert k in e, k
+    for k in ("patched", "best_static", "learned"):
+        for pk in POLICY_KEYS:
+            assert pk in e[k], (k, pk)
+        assert len(e[k]["returns"]) == 3
+        assert set(e[k]["components"]) == set(dc.COMPONENTS)
+        assert {"bugs", "rcu_stalls", "cpu_burned"} <= set(e[k]["counters"])
+    # the best static action without BUGs, stalls, spinning or a refused choice: here the patch
+    # (usleep_range, which wins, is not cancellable through rng->dying)
+    assert e["best_accepted"]["policy"] == "hwrng_yield"
+    assert isinstance(e["beats_patch"], bool) and isinstance(e["beats_best_static"], bool)
+    assert 0.0 <= e["rule_agreement"] <= 1.0 and e["rule"].startswith("in `bcm2835_rng_read()`: ")
+    # the oracle is a max over a set that holds the patch: at least as good on the episodes it was chosen on
+    sel = e["best_static"]["selection"]
+    assert e["patched"]["policy"] == "hwrng_yield" and "hwrng_yield" in sel
+    assert sel[e["best_static"]["policy"]]["mean"] >= sel["hwrng_yield"]["mean"]
+    assert sel[e["best_static"]["policy"]]["mean"] == max(v["mean"] for v in sel.values())
+    # the same episodes for every policy: paired differences are the differences of the returns
+    d = e["comparisons"]["best_static - patched"]["mean_diff"]
+    assert d == pytest.approx(e["best_static"]["return_mean"] - e["patched"]["return_mean"])
+    for f in ("discover.json", "discover.md", "static.json"):
+        assert (out / f).is_file()
+    assert not (out / "discover.png").exists()
+    # a rerun reads everything back (nothing retrained) and gives the same report
+    assert main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "512",
+                 "--seeds", "3", "--out", str(out), "--json", "--no-plots"]) == 0
+    assert _strip_times(json.loads(capsys.readouterr().out)) == _strip_times(doc)
+
+
+def _cmd(out, steps=4096):
+    return [sys.executable, "-m", "kenv.cli", "discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced",
+            "--steps", str(steps), "--seeds", "3", "--out", str(out), "--json"]
+
+
+@pytest.mark.slow
+def test_discover_resumes_after_a_kill_with_the_same_result(tmp_path):
+    """A real SIGKILL mid-training, a rerun, and the same discover.json as a run never
+    interrupted (wall times aside)."""
+    pytest.importorskip("sklearn")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    killed = tmp_path / "killed"
+    p = subprocess.Popen(_cmd(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    ckpts = killed / "balanced" / "train" / "checkpoints"
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 240 and p.poll() is None:
+        if ckpts.is_dir() and any(f.startswith("model_") and f.endswith(".zip") for f in os.listdir(ckpts)):
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the run ended before its first checkpoint: nothing to kill"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    assert not (killed / "discover.json").exists() and not (killed / "balanced" / "learned.json").exists()
+    resumed = subprocess.run(_cmd(killed), capture_output=True, text=True, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    fresh = subprocess.run(_cmd(tmp_path / "fresh"), capture_output=True, text=True, env=env, timeout=600)
+    assert fresh.returncode == 0, fresh.stderr
+    a, b = json.loads(resumed.stdout), json.loads(fresh.stdout)
+    assert a["profiles"][0]["learned"]["train"]["steps"] == 4096
+    assert _strip_times(a) == _strip_times(b)
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--env", "bogus"), ("--profile", "bogus"), ("--actions", "bogus"), ("--steps", "0"), ("--steps", "x"),
+    ("--seeds", "1"), ("--seeds", "x"), ("--train-seed", "-1"), ("--out", "AFILE"),
+])
+def test_bad_values_exit_2_with_one_line(flag, value, tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    args = {"--env": "kenv/HwrngWait-v0", "--out": str(tmp_path / "o")}
+    args[flag] = str(tmp_path / "afile") if value == "AFILE" else value
+    argv = ["discover", "--profile", "balanced"] + [x for kv in args.items() for x in kv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and flag in err[0], err
+
+
+def test_without_scikit_learn_a_clear_error_names_the_extra(monkeypatch, tmp_path, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(SystemExit) as e:
+        main(["discover", "--env", "kenv/HwrngWait-v0", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "kenv-gym[discover]" in err[0], err
+    assert not (tmp_path / "o").exists()   # nothing started
