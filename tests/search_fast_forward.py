@@ -17,8 +17,8 @@ next ones, as in any long run.  A draw that differs is printed with its number a
 arguments that replay it alone (``--replay``); the exit status is then 1.
 One that differs only after what earlier draws taught the fast-forwards
 replays with the same ``--seed`` (and ``--ff``, ``--env``) and ``--draws``
-its number.  Draws where the hwrng fast-forward reported an inexact cut are
-counted, not compared.
+its number.  Any difference counts: a fast-forward may only skip what it
+computes exactly (docs/fast-forward.md).
 
 Not collected by pytest (its name does not start with ``test_``): a search
 takes minutes.  The cases it has found are pinned in tests/test_hwrng_ff.py and
@@ -104,36 +104,26 @@ def hwrng_fast_forward(env):
 
 
 def trajectory(env_id: str, kwargs: dict, seeds: list[int], on: bool,
-               memory: FastForwardMemory | None = None) -> tuple[list, int]:
+               memory: FastForwardMemory | None = None) -> list:
     """What the episodes showed with the env's fast-forwards ``on`` (with
-    ``memory``, if given: what earlier draws learned) or off, and the inexact
-    cuts the hwrng fast-forward reported."""
+    ``memory``, if given: what earlier draws learned) or off."""
     env = gym.make(env_id, fast_forward=on, **kwargs)
     if on and memory is not None:
         env.unwrapped.ff_memory = memory
-    inexact = []
-
-    def count_inexact(env):
-        ff = hwrng_fast_forward(env)
-        inexact.append(ff.inexact if ff is not None else 0)
-
     try:
-        out = record_episodes(env, seeds, STEPS, after_episode=count_inexact)
+        return record_episodes(env, seeds, STEPS)
     finally:
         env.close()
-    return out, sum(inexact)
 
 
 def compare(ff: str, env_id: str, kwargs: dict, seeds: list[int], memory: FastForwardMemory | None = None) -> str:
-    """'same', 'inexact' or 'DIFFERS in episode E at step N' (0: the reset) for
-    one draw (``ff``: the fast-forward it was drawn for; ``memory``: what the
+    """'same' or 'DIFFERS in episode E at step N' (0: the reset) for one draw
+    (``ff``: the fast-forward it was drawn for; ``memory``: what the
     fast-forwards start with, None: nothing learned)."""
-    fast, inexact = trajectory(env_id, kwargs, seeds, True, memory)
-    exact, _ = trajectory(env_id, kwargs, seeds, False)
+    fast = trajectory(env_id, kwargs, seeds, True, memory)
+    exact = trajectory(env_id, kwargs, seeds, False)
     if fast == exact:
         return "same"
-    if inexact:
-        return "inexact"
     first = next((a for a, b in zip(fast, exact) if a != b), None)
     e, step = first[0] if first is not None else (len(seeds) - 1, "end (one run has more steps)")
     return f"DIFFERS in episode {e} at step {step}"
@@ -190,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         kwargs, seeds = draw(rnd, ff, env_id)
         verdict = compare(ff, env_id, kwargs, seeds, memory)
         counts[verdict[:7]] = counts.get(verdict[:7], 0) + 1
-        if verdict != "same":   # (an inexact one too: it differs, with an inexact cut reported)
+        if verdict != "same":
             print(f"draw {n}: {verdict}: --replay {ff} {env_id} \"{kwargs!r}\" \"{seeds!r}\"", flush=True)
     print(f"{n} draws: " + ", ".join(f"{c} {v}" for v, c in sorted(counts.items())))
     return 1 if counts.get("DIFFERS") else 0

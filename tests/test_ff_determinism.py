@@ -8,7 +8,7 @@ fast-forward memory (``env.ff_memory``) is carried across its episodes --
 and (c) with ``fast_forward=False``; all three must be bit-identical:
 observations (their bytes), rewards, ends and every info value.  A
 fast-forward may only skip a stretch whose outcome it can compute exactly
-(docs: DESIGN.md, Contracts), so neither what ran before in the process nor
+(docs/fast-forward.md), so neither what ran before in the process nor
 whether the fast-forwards are on can change anything an env returns.
 
 The draws of one env share one subprocess (a fresh process per draw would

@@ -4,10 +4,11 @@ A fast-forward is only allowed to change how many engine events a run takes.
 These tests run the same thing with the fast-forward on and off
 (``gym.make(..., fast_forward=False)``; an rng made without a
 :class:`~kenv.drivers.hwrng_ff.HwrngLearned`) and compare everything observable: env trajectories, the rng's wait and
-read logs, the tasks' and CPUs' scheduler counters.  Disturbances the skips
-must cut back for (another task on the poller's CPU, an interrupt) are drawn
-by hypothesis; where the fast-forward reports an inexact cut, the invariants
-still hold.
+read logs, the tasks' and CPUs' scheduler counters.  Disturbances (another
+task on the poller's CPU, an interrupt) are drawn by hypothesis, and some
+placed at the very nanosecond a skipped poll ends: a skip commits only what
+ends before anything else runs, so every run must be the detailed one
+(docs/fast-forward.md).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ COSTS = SchedCosts(wakeup_ns=2_000, context_switch_ns=3_000)
 
 
 def _trajectory(env_id, kwargs, seeds, steps, ff, skipped=None, cold=False, memory=None):
-    """(what the episodes showed, fast-forward jumps, inexact cuts); ``skipped``
+    """(what the episodes showed, fast-forward jumps); ``skipped``
     (a list) gets each episode's skipped wait cycles; ``memory``: the
     fast-forwards' memory to start from (a FastForwardMemory; None: the env's
     own, empty); ``cold``: forget the cycles learned before each episode."""
@@ -40,20 +41,19 @@ def _trajectory(env_id, kwargs, seeds, steps, ff, skipped=None, cold=False, memo
     if ff and memory is not None:
         env.unwrapped.ff_memory = memory
     learned = env.unwrapped.ff_memory.hwrng if ff else None
-    counts = [0, 0]     # jumps, inexact
+    jumps = [0]
 
     def add_counts(env):
         f = hwrng_fast_forward(env)
         if f is not None:
-            counts[0] += f.jumps
-            counts[1] += f.inexact
+            jumps[0] += f.jumps
             if skipped is not None:
                 skipped.append(f.polls_skipped)
 
     out = record_episodes(env, seeds, steps, before_episode=learned.clear if cold else None,
                           after_episode=add_counts)
     env.close()
-    return out, counts[0], counts[1]
+    return out, jumps[0]
 
 
 @pytest.mark.parametrize("env_id,kwargs,steps", [
@@ -68,10 +68,9 @@ def _trajectory(env_id, kwargs, seeds, steps, ff, skipped=None, cold=False, memo
 ])
 def test_env_trajectories_identical_with_and_without_fast_forward(env_id, kwargs, steps):
     seeds = range(8)   # enough episodes that plans made in one are reused in others
-    fast, jumps, inexact = _trajectory(env_id, kwargs, seeds, steps, True)
-    exact, _, _ = _trajectory(env_id, kwargs, seeds, steps, False)
+    fast, jumps = _trajectory(env_id, kwargs, seeds, steps, True)
+    exact, _ = _trajectory(env_id, kwargs, seeds, steps, False)
     assert jumps > 0, "the fast-forward never engaged: the comparison shows nothing"
-    assert inexact == 0
     assert len(fast) == len(exact)
     for i, (a, b) in enumerate(zip(fast, exact)):
         assert a == b, f"step {i} differs"
@@ -86,9 +85,8 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(env_id, kwargs):
     (env.ff_memory.hwrng): the same trajectories as when every episode learns
     its own, and more of its cycles skipped."""
     cold_skipped, warm_skipped = [], []
-    cold, _, inexact = _trajectory(env_id, kwargs, range(3), 24, True, cold_skipped, cold=True)
-    warm, _, _ = _trajectory(env_id, kwargs, range(3), 24, True, warm_skipped)
-    assert inexact == 0
+    cold, _ = _trajectory(env_id, kwargs, range(3), 24, True, cold_skipped, cold=True)
+    warm, _ = _trajectory(env_id, kwargs, range(3), 24, True, warm_skipped)
     assert warm == cold
     assert sum(warm_skipped) > sum(cold_skipped), (warm_skipped, cold_skipped)
 
@@ -108,18 +106,50 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(env_id, kwargs):
                    "platform": "rpi3bplus"},
       "actions": ["hwrng_msleep(20)", "cpu_relax", "usleep_range(500,700)"]},
      [627439, 667087]),
+    # the hwrng kthread, woken by its timer on another CPU at the tick the reader's
+    # skipped cycle woke at, blocked on reading_mutex inside that cycle's awake
+    # window: the skip, already committed across it, cut back inexactly (a
+    # difference at episode 1, step 14); now the skip ends before the timer
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "platform", "hz": "platform", "silent_s": 0,
+                   "reader_bs": 4096},
+      "actions": ["usleep_range(50,60)", "hwrng_yield", "hwrng_msleep(3)"]},
+     [24652, 260694]),
+    # the step's new wait woke the hwrng kthread (rng->dying completed) while it was
+    # already runnable, woken by its own timer: schedule() returned at once when it
+    # next slept, in detail as in the skip, which had counted the stretch as slept
+    # (found by the search after the rule above)
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "platform", "hz": 1000, "silent_s": 25,
+                   "reader_bs": 32},
+      "actions": ["usleep_range(50,60)", "hwrng_yield", "usleep_range(3000,5000)", "hwrng_msleep(20)"]},
+     [680517, 363507]),
+    # the reader's unlock of reading_mutex after its copy woke the waiting hwrng
+    # kthread (on another CPU) inside a cycle that was learned and replayed: the
+    # skip did not wake it (four draws of one search, episode 1 at steps 1-5)
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "voluntary", "hz": "platform", "silent_s": 5,
+                   "reader_bs": 1024},
+      "actions": ["hwrng_msleep(20)", "usleep_range(100,200)", "cpu_relax", "usleep_range(50,60)"]},
+     [78372, 148225]),
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "full", "hz": 300, "silent_s": 10, "reader_bs": 128},
+      "actions": ["hwrng_msleep(3)", "cpu_relax", "hwrng_msleep(20)", "usleep_range(50,60)"]},
+     [696444, 409458]),
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "rt", "hz": 300, "silent_s": 25, "reader_bs": 256},
+      "actions": ["hwrng_msleep(3)", "cpu_relax", "usleep_range(100,200)", "hwrng_yield"]},
+     [466085, 773590]),
+    ({"scenario": {"platform": "rpi3bplus", "preempt": "none", "hz": 1000, "silent_s": 0, "reader_bs": 256},
+      "actions": ["cpu_relax", "hwrng_msleep(20)", "usleep_range(50,60)"]},
+     [293377, 891569]),
 ])
 def test_env_trajectories_identical_in_cases_found_by_search(kwargs, seeds):
-    fast, jumps, inexact = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, True)
-    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, False)
-    assert jumps > 0 and inexact == 0
+    fast, jumps = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, True)
+    exact, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, False)
+    assert jumps > 0
     assert fast == exact
 
 
 def test_plans_made_once_serve_later_boundaries(monkeypatch):
     """A plan made from a boundary is kept with its table and serves a later
     boundary in the same state (an episode run again makes fewer plans); a
-    table keeps at most MAX_PLANS, and the runs are the detailed ones."""
+    HwrngLearned keeps at most max_plans in all, and the runs are the detailed ones."""
     made = []
     make = hwrng_ff.HwrngFastForward._make_plan
 
@@ -130,16 +160,17 @@ def test_plans_made_once_serve_later_boundaries(monkeypatch):
     monkeypatch.setattr(hwrng_ff.HwrngFastForward, "_make_plan", counting)
     kwargs = {"actions": {"wait": ["hwrng_yield", "usleep_range(50,60)"]}}
     memory = FastForwardMemory()
-    first, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
+    first, jumps = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
     n_first = len(made)
-    again, _, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
+    again, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
     assert jumps > 0 and again == first
     assert len(made) - n_first < n_first, (n_first, len(made) - n_first)
-    monkeypatch.setattr(hwrng_ff, "MAX_PLANS", 1)
     memory = FastForwardMemory()
-    bounded, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
-    assert memory.hwrng.tables() and all(len(t.plans) <= 1 for t in memory.hwrng.tables())
-    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
+    memory.hwrng.max_plans = 1
+    bounded, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
+    assert memory.hwrng.tables() and sum(len(t.plans) for t in memory.hwrng.tables()) <= 1
+    assert memory.hwrng.plans == sum(len(t.plans) for t in memory.hwrng.tables())
+    exact, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
     assert bounded == exact
 
 
@@ -148,10 +179,10 @@ def test_learned_tables_stay_within_max_keys(monkeypatch):
     monkeypatch.setattr(hwrng_ff, "MAX_KEYS", 2)
     kwargs = {"actions": {"wait": ["hwrng_yield", "hwrng_msleep(3)"]}}
     memory = FastForwardMemory()
-    fast, jumps, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
+    fast, jumps = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
     assert jumps > 0
     assert memory.hwrng.tables() and all(len(t) <= 2 for t in memory.hwrng.tables())
-    exact, _, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
+    exact, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
     assert fast == exact
 
 
@@ -164,7 +195,7 @@ def _observe(k, hw):
     return {"now": k.now, "tasks": tasks, "cpus": cpus, "wait_log": list(rng.wait_log),
             "read_log": list(rng.read_log), "wait_calls": dict(rng.wait_calls),
             "spin": rng.spin_ns_now(), "spin_total": rng.spin_ns_total(), "consumed": rng.consumed_words,
-            "t_ref": rng._t_ref,
+            "last_read": rng.last_read_ns, "level": rng.level_after_last_read,
             "to_user": dict(core.bytes_to_user), "to_pool": core.bytes_to_pool,
             "data_avail": core.data_avail, "delivered": core.delivered_bytes, "reader_bytes": hw.reader_bytes}
 
@@ -214,7 +245,7 @@ def _assert_fifo_words_accounted(obs):
 def test_idle_polls_skipped_exactly(wait):
     fast, ff = _run(True, wait=wait)
     exact, _ = _run(False, wait=wait)
-    assert ff.polls_skipped >= 5 and ff.inexact == 0
+    assert ff.polls_skipped >= 5
     assert fast == exact
 
 
@@ -233,17 +264,14 @@ def test_idle_polls_skipped_exactly(wait):
 # starts): in detail the order of the two same-time events decides; the cut
 # claimed to be exact and was 1 word off
 @example(start=82_504_160, run_us=17_000, wait="usleep_range(500,700)")
-def test_poll_skip_cut_by_another_task(start, run_us, wait):
-    """A task woken on the poller's CPU mid-skip: the skip is cut back to the next
-    poll, which is simulated in detail -- the same run as with every poll simulated,
-    unless the task arrived inside a skipped poll's few microseconds awake."""
+def test_poll_skip_and_another_task(start, run_us, wait):
+    """A task woken on the poller's CPU: the skips end before its wakeup (an
+    event pending when they commit), and the run is the detailed one."""
     kw = dict(wait=wait, interloper=(start, run_us * NSEC_PER_USEC))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    if ff.inexact == 0:
-        assert fast == exact
-    else:   # the poll it woke inside ran a little late: at most a FIFO's worth of words moved
-        assert fast["now"] == exact["now"] and abs(fast["consumed"] - exact["consumed"]) <= 5
+    assert ff.jumps > 0
+    assert fast == exact
     _assert_fifo_words_accounted(fast)
 
 
@@ -256,33 +284,28 @@ def test_poll_skip_and_an_interrupt(at, dur):
     kw = dict(wait="hwrng_yield", irq=(at, dur))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    if ff.inexact == 0:
-        assert fast == exact
+    assert fast == exact
 
 
 @pytest.mark.parametrize("preempt", ["none", "full"])
 @pytest.mark.parametrize("wait", ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(500,700)"])
 def test_disturbances_at_the_nanosecond_a_skipped_poll_ends(wait, preempt):
     """A task woken, or an interrupt, at the very nanosecond a poll's wait
-    starts in detail (its last status read ends): in detail the order of the
-    two same-time events decides, which a skip cannot know -- so the cut is
-    either the detailed run or counted as inexact, and then within a FIFO's
-    worth of words.  (A random start hits such a nanosecond almost never.)"""
+    starts in detail (its last status read ends), or the nanosecond a poll
+    wakes: in detail the order of the two same-time events decides.  A skip
+    never commits across a pending event, so the runs are the detailed ones.
+    (A random start hits such a nanosecond almost never.)"""
     base, _ = _run(False, wait=wait, preempt=preempt)
-    starts = sorted({t0 for comm, t0, _ in base["wait_log"] if comm == "hwrng" and t0 > 0})
-    assert len(starts) >= 12
-    ties = 0
-    for t0 in starts[len(starts) // 4::len(starts) // 4][:3]:   # skipped polls' ends, not the first
-        for kw in (dict(interloper=(t0, 17_000 * NSEC_PER_USEC)), dict(irq=(t0, 5_000))):
-            fast, ff = _run(True, wait=wait, preempt=preempt, **kw)
-            exact, _ = _run(False, wait=wait, preempt=preempt, **kw)
-            if ff.inexact == 0:
-                assert fast == exact, (t0, kw)
-            else:
-                ties += 1
-                assert fast["now"] == exact["now"] and abs(fast["consumed"] - exact["consumed"]) <= 5, (t0, kw)
-            _assert_fifo_words_accounted(fast)
-    assert ties > 0, "no disturbance met a skipped poll's end: the test shows nothing"
+    waits = sorted({(t0, t1) for comm, t0, t1 in base["wait_log"] if comm == "hwrng" and t0 > 0})
+    assert len(waits) >= 12
+    for t0, t1 in waits[len(waits) // 4::len(waits) // 4][:3]:   # skipped polls' ends, not the first
+        for t in (t0, t1):
+            for kw in (dict(interloper=(t, 17_000 * NSEC_PER_USEC)), dict(irq=(t, 5_000))):
+                fast, ff = _run(True, wait=wait, preempt=preempt, **kw)
+                exact, _ = _run(False, wait=wait, preempt=preempt, **kw)
+                assert ff.jumps > 0
+                assert fast == exact, (t, kw)
+                _assert_fifo_words_accounted(fast)
 
 
 @pytest.mark.parametrize("bs", [4, 16, 64])
@@ -290,23 +313,21 @@ def test_back_to_back_cpu_relax_reads_skipped_exactly(bs):
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, bs=bs)
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    assert ff.reads_skipped > 50 and ff.inexact == 0
+    assert ff.reads_skipped > 50
     assert fast == exact
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.integers(250_000_000, 349_000_000), dur=st.integers(0, 20_000))
 def test_interrupt_inside_spin_reads(at, dur):
-    """An interrupt that falls inside a spin only takes spin time, in detail and in
-    the skip alike; one that hits a word being read cuts the skip (inexact)."""
+    """An interrupt while a reader spins through reads: the spun-through stretch
+    ends before it, and the run is the detailed one."""
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, irq=(at, dur))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    if ff.inexact == 0:
-        assert fast == exact
-    # a cut is approximate, but never delivers what was not generated
+    assert ff.reads_skipped > 0
+    assert fast == exact
     _assert_fifo_words_accounted(fast)
-    assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -320,27 +341,23 @@ def test_interrupt_inside_spin_reads(at, dur):
 # (found by hypothesis; the cut used to sleep at once, before the tick, and wake a
 # jiffy early: 348 words too many)
 @example(start=329_972_277, run_us=1, preempt="none")
-def test_spin_reads_cut_by_another_task(start, run_us, preempt):
+def test_spin_reads_and_another_task(start, run_us, preempt):
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(start, run_us * NSEC_PER_USEC),
               preempt=preempt)
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    if ff.inexact == 0:           # it came while no read was being skipped
-        assert fast == exact
+    assert ff.reads_skipped > 0
+    assert fast == exact
     _assert_fifo_words_accounted(fast)
-    assert fast["consumed"] <= exact["consumed"] + 5
-    # the reader lost no more than a FIFO's worth of words to the cut
-    assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16 + 4 * 5
 
 
-def test_spin_reads_cut_by_another_task_example():
+def test_spin_reads_and_another_task_example():
     kw = dict(wait="cpu_relax", silent_s=0, until_s=0.35, interloper=(300_000_123, 50 * NSEC_PER_USEC),
               preempt="full")
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    assert ff.inexact == 1 and ff.reads_skipped > 100
-    assert fast["tasks"]["interloper"] == exact["tasks"]["interloper"]
-    assert abs(fast["reader_bytes"] - exact["reader_bytes"]) <= 16
+    assert ff.reads_skipped > 100
+    assert fast == exact
 
 
 def test_no_skip_without_a_declared_step():
@@ -371,20 +388,19 @@ def test_reading_wait_cycles_skipped_exactly(bs):
     kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, bs=bs, hz=1000)
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    assert ff.polls_skipped > 100 and ff.inexact == 0
+    assert ff.polls_skipped > 100
     assert fast["reader_bytes"] > 5_000
     assert fast == exact
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.integers(300_000_000, 1_190_000_000), run_us=st.integers(1, 3_000))
-def test_reading_wait_cycles_cut_by_another_task(start, run_us):
+def test_reading_wait_cycles_and_another_task(start, run_us):
     kw = dict(wait="hwrng_yield", silent_s=0, until_s=1.2, hz=1000,
               interloper=(start, run_us * NSEC_PER_USEC))
     fast, ff = _run(True, **kw)
     exact, _ = _run(False, **kw)
-    if ff.inexact == 0:
-        assert fast == exact
+    assert fast == exact
     _assert_fifo_words_accounted(fast)
 
 
@@ -423,7 +439,7 @@ def test_words_of_a_read_across_step_ends_skipped_exactly(bs, waits):
     kw = dict(bs=bs, step_us=7_313, steps=30, waits=waits)
     fast, ff = _run_steps(True, **kw)
     exact, _ = _run_steps(False, **kw)
-    assert ff.words_skipped > 30 and ff.inexact == 0
+    assert ff.words_skipped > 30
     for i, (a, b) in enumerate(zip(fast, exact)):
         assert a == b, f"step {i} differs"
 
@@ -457,8 +473,8 @@ def test_learned_memory_stays_within_its_caps():
     kwargs = {"actions": ["hwrng_yield", "hwrng_msleep(3)", "usleep_range(100,200)", "hwrng_msleep(20)"]}
     memory = FastForwardMemory()
     memory.hwrng.max_tables, memory.hwrng.max_keys = 3, 6
-    fast, jumps, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, True, memory=memory)
-    exact, _, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, False)
+    fast, jumps = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, True, memory=memory)
+    exact, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, False)
     tables = memory.hwrng.tables()
     assert jumps > 0 and fast == exact
     assert len(tables) <= 3 and sum(len(t) for t in tables) == memory.hwrng.keys <= 6

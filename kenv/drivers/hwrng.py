@@ -193,6 +193,16 @@ class WaitStrategy:
         not on an hrtimer (usleep_range) or not at all (cpu_relax)."""
         return self.kind in ("hwrng_yield", "hwrng_msleep")
 
+    def timeout_jiffies(self, hz: int) -> int:
+        """The timeout (jiffies) a timer-wheel wait passes to
+        ``wait_for_completion_interruptible_timeout()``: 1 for hwrng_yield(),
+        ``msecs_to_jiffies(MS) + 1`` for hwrng_msleep(MS)."""
+        if self.kind == "hwrng_yield":
+            return 1
+        if self.kind == "hwrng_msleep":
+            return msecs_to_jiffies(self.args[0], hz) + 1
+        raise ValueError(f"{self} does not sleep on the timer wheel")
+
     @property
     def cancellable(self) -> bool:
         """Whether ``complete_all(&rng->dying)`` (device removal, suspend) ends the
@@ -339,11 +349,27 @@ class Bcm2835Rng:
         avail = self.words_available(now)
         if n > avail:
             raise RuntimeError(f"read {n} words with {avail} in the FIFO")
-        self._level_ref = avail - n
-        self._t_ref = now
+        self.words_read(n, now, avail - n)
+
+    def words_read(self, n: int, last_read_ns: int, level_left: int) -> None:
+        """``n`` words were read from ``RNG_DATA``, the last of them at
+        ``last_read_ns``, leaving ``level_left`` words in the FIFO (one read
+        of the driver, or the reads of a stretch a fast-forward computed)."""
+        self._level_ref = level_left
+        self._t_ref = last_read_ns
         self.consumed_words += n
-        if self.consumed_words > self.produced(now):  # pragma: no cover - guarded above
+        if self.consumed_words > self.produced(last_read_ns):  # pragma: no cover - by construction
             raise RuntimeError("bcm2835 rng delivered more words than it generated")
+
+    @property
+    def last_read_ns(self) -> int:
+        """When words were last read from the FIFO (or the generator enabled)."""
+        return self._t_ref
+
+    @property
+    def level_after_last_read(self) -> int:
+        """The FIFO level that read left (``RNG_STATUS >> 24`` then, less the words read)."""
+        return self._level_ref
 
     def spin_ns_now(self) -> dict[str, int]:
         """CPU time spent spinning per comm, including spins still in progress."""
