@@ -2,7 +2,7 @@
 hwrng core decide when the crng becomes READY, and kenv/Kernel-v1 starts its
 episodes before that.
 
-The rules (drivers/char/random.c, v5.19+ / 6.x; drivers/char/hw_random/core.c,
+The rules (drivers/char/random.c, 6.x; drivers/char/hw_random/core.c,
 6.x): ``credit_init_bits()`` adds at most POOL_BITS (256) per call, crng_init
 becomes CRNG_EARLY when the count crosses POOL_EARLY_BITS (128) and CRNG_READY
 when it crosses POOL_READY_BITS (256), and nothing is credited once READY;

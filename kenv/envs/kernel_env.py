@@ -263,7 +263,7 @@ class KernelEnv(KenvEnv):
     Kernel-v1 (scenario field ``start``, mix ``configs/scenarios/kernel-v1.yaml``)
     starts at boot (``boot``): 5 ms after the rng's probe, while the generator
     discards its warm-up numbers, with nothing credited (``crng_init`` EMPTY).
-    The crediting rules of random.c (v5.19+ / 6.x, as backported to
+    The crediting rules of random.c (6.x, as backported to
     5.15-stable: ``credit_init_bits()``, EARLY at 128 bits, READY at 256) then
     decide when READY comes: each fast-pool mix credits ``clamp((count &
     0xffff) / 64, 1, 128)`` bits, the hwrng kthread ``rc * 8 * quality /
