@@ -1,7 +1,7 @@
 """kenv: a Gymnasium environment whose world is a simulated Linux kernel.
 
 ``import kenv`` registers the environments (``kenv/RandomMix-v0``,
-``kenv/HwrngWait-v0``, ``kenv/Raid6Bench-v0``, ``kenv/Kernel-v0``).
+``kenv/HwrngWait-v0``, ``kenv/Raid6Bench-v0``, ``kenv/Kernel-v0``, ``kenv/Kernel-v1``).
 """
 
 __version__ = "0.1.0"

@@ -493,7 +493,13 @@ NOT_YET_REDISCOVERED: dict[str, str] = {}
 
 #: envs that do not yet reach 5 of 5 seeds, the number they reach, and why.  The
 #: target stays 5/5: this records where the project is, and fails if it gets worse.
-MIN_MATCHED: dict[str, tuple[int, str]] = {}
+MIN_MATCHED: dict[str, tuple[int, str]] = {
+    "kenv/Kernel-v1": (3, "at boot a hwrng_msleep(1000) chosen during the generator's warm-up puts "
+                          "the hwrng kthread to sleep past its end: the entropy it would have credited, "
+                          "and the reader's first bytes, come ~20 steps after the choice; with Kernel-v0's "
+                          "config (gamma 0.7) seeds 0 and 2 keep msleep on ~2/3 of the steps in 4K "
+                          "contexts (gamma 0.95: 2/5); not tuned yet"),
+}
 
 
 REDISCOVERY_SEEDS = 5

@@ -1,5 +1,9 @@
 """drivers/char/random.c: the input pool, credit_init_bits() and crng_init.
 
+The rules are those of random.c in 6.x (which 5.15-stable follows after its
+random.c backport): POOL_READY_BITS = POOL_BITS = 256, POOL_EARLY_BITS =
+128, ``credit_init_bits()`` a no-op once ``crng_ready()``.
+
 * ``InputPool``: ``input_pool``, credit_init_bits() and the crng EMPTY ->
   EARLY (128 bits) -> READY (256 bits) transitions, time-stamped.
 * ``add_hwgenerator_randomness()``: what the hwrng kthread calls (seed 001).
@@ -28,6 +32,11 @@ POOL_BITS = 256          # BLAKE2S_HASH_SIZE * 8
 POOL_READY_BITS = POOL_BITS
 POOL_EARLY_BITS = POOL_READY_BITS // 2
 
+#: ``CRNG_RESEED_START_INTERVAL = HZ`` and ``CRNG_RESEED_INTERVAL = 60 * HZ``, in seconds
+CRNG_RESEED_START_INTERVAL_S = 1
+CRNG_RESEED_INTERVAL_S = 60
+
+#: ``crng_init``: ``enum { CRNG_EMPTY = 0, CRNG_EARLY = 1, CRNG_READY = 2 }``
 CRNG_EMPTY = 0
 CRNG_EARLY = 1
 CRNG_READY = 2
@@ -81,12 +90,13 @@ class InputPool:
 
     def crng_reseed_interval(self) -> int:
         """crng_reseed_interval() in jiffies: uptime/2 early in boot (at least
-        CRNG_RESEED_START_INTERVAL = HZ), CRNG_RESEED_INTERVAL = 60*HZ after."""
+        CRNG_RESEED_START_INTERVAL = HZ), CRNG_RESEED_INTERVAL = 60*HZ once
+        the uptime reaches twice that."""
         hz = self.k.HZ
         uptime_s = self.k.now // 1_000_000_000
-        if uptime_s < 60 * 2:
-            return max(hz, uptime_s // 2 * hz)
-        return 60 * hz
+        if uptime_s < CRNG_RESEED_INTERVAL_S * 2:
+            return max(CRNG_RESEED_START_INTERVAL_S * hz, uptime_s // 2 * hz)
+        return CRNG_RESEED_INTERVAL_S * hz
 
 
 def add_hwgenerator_randomness(task: Task, pool: InputPool, nbytes: int, entropy_bits: int,

@@ -1,4 +1,4 @@
-"""kenv/Kernel-v0: the three decisions on one machine, sharing its CPUs and input pool."""
+"""kenv/Kernel-v0 and -v1: the three decisions on one machine, sharing its CPUs and input pool."""
 
 from __future__ import annotations
 
@@ -40,10 +40,21 @@ STARTUP_MARGIN_NS = 5 * NSEC_PER_MSEC
 RAID6_CPU = 1
 READER_CPU = 2
 
+#: Kernel-v1's starting states (scenario field ``start``): ``ready`` as in
+#: Kernel-v0 (the hwrng kthread has made the crng READY), ``boot``: the episode
+#: starts STARTUP_MARGIN_NS after the rng's probe, while the generator still
+#: discards its warm-up numbers and nothing has credited the input pool yet
+START = ("ready", "boot")
+#: kenv/Kernel-v1's observation entries after Kernel-v0's (crng_init one-hot)
+CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1),
+             ("crng_init == CRNG_READY", 0, 1))
+
 
 class _KernelEpisode:
-    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
+                 crng_obs: bool = False):
         self.plat, self.preempt = resolve_machine(scenario)
+        self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
@@ -60,11 +71,17 @@ class _KernelEpisode:
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
                                  kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng)
-        # Boot until the rng has warmed up (RNG_WARMUP_COUNT numbers discarded)
-        # and the hwrng kthread has filled the pool: from the first step on, all
-        # three decisions act, and modprobe raid6_pq starts with the episode.
-        self.hw.boot(hw_params.probe_ns + hw_params.warmup_ns + STARTUP_MARGIN_NS)
-        k.run(until=k.now + NSEC_PER_SEC, stop=lambda: self.hw.reader_bytes > 0)  # first bytes read
+        if scenario.get("start", "ready") == "boot":
+            # Boot until just after the probe: the hwrng kthread and the reader
+            # wait for the generator's warm-up, and the crediting rules decide
+            # from the first step on when the crng becomes READY.
+            self.hw.boot(hw_params.probe_ns + STARTUP_MARGIN_NS)
+        else:
+            # Boot until the rng has warmed up (RNG_WARMUP_COUNT numbers discarded)
+            # and the hwrng kthread has filled the pool: from the first step on, all
+            # three decisions act, and modprobe raid6_pq starts with the episode.
+            self.hw.boot(hw_params.probe_ns + hw_params.warmup_ns + STARTUP_MARGIN_NS)
+            k.run(until=k.now + NSEC_PER_SEC, stop=lambda: self.hw.reader_bytes > 0)  # first bytes read
         r6_plat = get_platform(RAID6_FROM)
         self.kernel_version = raid6_behaviour(self.plat.kernel_version)
         self.r6 = Raid6Subsystem(k, r6_plat, cpu=RAID6_CPU, kernel_version=self.kernel_version,
@@ -110,8 +127,11 @@ class _KernelEpisode:
         }
 
     def observation(self) -> list[float]:
-        return (self._obs_head + [self.q.last] + self.hw.observation() + self.r6.observation()
-                + [min(1.0, self.pool.init_bits / 256)])
+        obs = (self._obs_head + [self.q.last] + self.hw.observation() + self.r6.observation()
+               + [min(1.0, self.pool.init_bits / 256)])
+        if self.crng_obs:
+            obs += one_hot(self.pool.crng_init, len(CRNG_ROWS))
+        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
@@ -167,7 +187,14 @@ class KernelEnv(KenvEnv):
     | 14 | previous worst cyclictest wakeup, log10(1 + us) / 6 |
     | 15 | share of the previous raid6 window's calls lost |
     | 16 | crng progress: credited bits / 256 |
-    | 17.. | previous action, one-hot per dimension |
+    | 17.. | previous action, one-hot per dimension (v0) |
+
+    Kernel-v1 inserts the crng state before the previous action:
+
+    | index | meaning |
+    |---|---|
+    | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) |
+    | 20.. | previous action, one-hot per dimension |
 
     ## Rewards
 
@@ -233,6 +260,23 @@ class KernelEnv(KenvEnv):
     matters in RandomMix-v0 and HwrngWait-v0).  ``modprobe raid6_pq`` starts
     with the first step.  Scenario mix: ``configs/scenarios/kernel.yaml``.
 
+    Kernel-v1 (scenario field ``start``, mix ``configs/scenarios/kernel-v1.yaml``)
+    starts at boot (``boot``): 5 ms after the rng's probe, while the generator
+    discards its warm-up numbers, with nothing credited (``crng_init`` EMPTY).
+    The crediting rules of random.c (6.x, as backported to
+    5.15-stable: ``credit_init_bits()``, EARLY at 128 bits, READY at 256) then
+    decide when READY comes: each fast-pool mix credits ``clamp((count &
+    0xffff) / 64, 1, 128)`` bits, the hwrng kthread ``rc * 8 * quality /
+    1024`` bits per read (quality 1024, the core's ``default_quality``), and
+    ``add_hwgenerator_randomness()`` sleeps a reseed interval only once READY
+    (or when it credited nothing).  So the wait decides when the kthread's
+    reads come (``hwrng_msleep(1000)``: a second after the empty FIFO it
+    finds), and the deferral how many interrupts qperf's round trips bring
+    (the workqueue's regression costs round trips).  Assumed: the host does
+    not credit its CPU's RDRAND/RDSEED (``random.trust_cpu=off``) nor a
+    bootloader seed, and qperf's traffic (NIC interrupts) runs from the
+    first step.  ``start: ready`` is Kernel-v0's starting state.
+
     ## Episode End
 
     Terminated when ``modprobe`` exits (after its last benchmark window: about
@@ -242,12 +286,19 @@ class KernelEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
-    reward_weights=None, render_mode=None, fast_forward=True)``.
+    reward_weights=None, render_mode=None, fast_forward=True)``;
+    ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
+    ``KERNEL_V1_BOOT`` in kenv/envs/registration.py).
     ``fast_forward=False`` simulates every round trip, poll and read in detail
     (the same trajectories, slower).
 
     ## Version History
 
+    * v1: boot-time starting states (issue #30): every episode of the default
+      mix starts before crng READY (scenario field ``start``: ``boot``; ``ready``
+      is v0's start), and the observation gains the ``crng_init`` one-hot
+      (entries 17-19; the previous action moves to 20..).  Dynamics of a
+      ``ready`` start are v0's.
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
       ``None`` for no value yet, now -1.0; step-only keys missing from reset's
@@ -286,6 +337,19 @@ class KernelEnv(KenvEnv):
         ("previous raid6 window's lost calls", 0, 1), ("crng progress", 0, 1),
     ]
 
+    def __init__(self, *, boot_states: bool = False, **kwargs):
+        if type(boot_states) is not bool:
+            raise ConfigError("boot_states", boot_states, "True (kenv/Kernel-v1) or False (kenv/Kernel-v0)")
+        self.boot_states = boot_states
+        if boot_states:
+            # kenv/Kernel-v1 (issue #30): boot-time starting states in the mix
+            # (scenario field ``start``) and the crng state in the observation
+            self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/Kernel-v1", "kernel-v1"
+            self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, "start": START}
+            self.OBS_ROWS = self.OBS_ROWS + list(CRNG_ROWS)
+        super().__init__(**kwargs)
+        self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
+
     # ------------------------------------------------ a MultiDiscrete action
     def _check_actions(self, actions: Mapping[str, Sequence[str]] | None) -> tuple:
         if actions is None:
@@ -303,9 +367,8 @@ class KernelEnv(KenvEnv):
     def _make_action_space(self) -> spaces.Space:
         return spaces.MultiDiscrete([len(a) for a in self.actions])
 
-    @classmethod
-    def observation_rows(cls, actions) -> list[tuple[str, float, float]]:
-        rows = list(cls.OBS_ROWS)
+    def observation_rows(self, actions) -> list[tuple[str, float, float]]:
+        rows = list(self.OBS_ROWS)
         for d, names in zip(DIMENSIONS, actions):
             rows += [(f"previous {d} == {a}", 0.0, 1.0) for a in names]
         return rows
@@ -352,4 +415,4 @@ class KernelEnv(KenvEnv):
         return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
-        return _KernelEpisode(scenario, rng, self.ff_memory)
+        return _KernelEpisode(scenario, rng, self.ff_memory, crng_obs=self.boot_states)
