@@ -137,7 +137,8 @@ def test_no_env_module_imports_a_sibling_env_module():
     from kenv.envs.registration import ENVS
 
     env_modules = {entry.split(":")[0] for _, entry, _ in ENVS}
-    assert len(env_modules) == len(ENVS)
+    # one module per env class (a -v1 registers its -v0's class with other kwargs)
+    assert len(env_modules) == len({entry for _, entry, _ in ENVS})
     bad = []
     for module in sorted(env_modules):
         path = KENV.parent / (module.replace(".", "/") + ".py")

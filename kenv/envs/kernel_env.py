@@ -1,4 +1,4 @@
-"""kenv/Kernel-v0: the three decisions on one machine, sharing its CPUs and input pool."""
+"""kenv/Kernel-v0 and -v1: the three decisions on one machine, sharing its CPUs and input pool."""
 
 from __future__ import annotations
 
@@ -42,13 +42,14 @@ READER_CPU = 2
 
 
 class _KernelEpisode:
-    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
+                 load_balance: bool = False):
         self.plat, self.preempt = resolve_machine(scenario)
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns,
-                                learned=ff and ff.qperf)
+                                learned=ff and ff.qperf, load_balance=load_balance)
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
@@ -242,11 +243,24 @@ class KernelEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
-    reward_weights=None, render_mode=None, fast_forward=True)``.
+    reward_weights=None, render_mode=None, fast_forward=True, load_balance=False)``
+    (``load_balance``: what -v1 sets; see Version History).
     ``fast_forward=False`` simulates every round trip, poll and read in detail
     (the same trajectories, slower).
 
     ## Version History
+
+    * v1: the kernels balance load (kenv.kernel.balance, ``kernel/sched/fair.c``:
+      newidle and idle CPUs' periodic balance; ``can_migrate_task()`` refuses
+      cache-hot, pinned and migrate-disabled tasks).  What is pinned in
+      reality stays pinned (qperf under ``taskset``, the per-CPU kworkers,
+      cyclictest ``-a``, the reader and, as in v0, the hwrng kthread on
+      CPU 2 -- a placement of this env: Linux's ``hwrng_fillfn`` kthread is
+      unbound); modprobe is not, and when it waits behind the background load
+      outside a window it is pulled to an idle CPU (the cyclictest probe
+      follows it).  Same spaces, info keys and scenario fields as v0;
+      ``gym.make("kenv/Kernel-v1")`` passes ``load_balance=True``
+      (kenv.envs.registration.V1_KWARGS).
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -270,6 +284,7 @@ class KernelEnv(KenvEnv):
     PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
     PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
     DEFAULT_SCENARIO = "kernel"
+    KERNEL_OPTIONS = ("load_balance",)
     SCENARIO_FIELDS = {
         **QPERF_SCENARIO_FIELDS,
         "reader_bs": (4, 16, 64, 256),
@@ -352,4 +367,4 @@ class KernelEnv(KenvEnv):
         return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
-        return _KernelEpisode(scenario, rng, self.ff_memory)
+        return _KernelEpisode(scenario, rng, self.ff_memory, self.load_balance)

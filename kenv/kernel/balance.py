@@ -145,8 +145,8 @@ def sched_balance_rq(k: Kernel, dst: CPU, idle: str,
         all_pinned = True
         for p in src.cfs_queue:   # oldest queued first
             allowed = p.cpus_allowed
-            if allowed is None or dst.id in allowed:
-                all_pinned = False
+            if not p.migrate_disable and (allowed is None or dst.id in allowed):
+                all_pinned = False   # (migrate_disable() narrows cpus_ptr: pinned too)
             if can_migrate_task(k, p, src, dst.id, nr_balance_failed):
                 migrate_queued_task(k, p, src, dst)
                 return p, False
@@ -167,6 +167,8 @@ def migrate_queued_task(k: Kernel, p: Task, src: CPU, dst: CPU) -> None:
         k.trace_instant(dst.id, "sched_migrate_task", comm=p.comm, pid=p.pid, prio=task_prio(p),
                         orig_cpu=orig, dest_cpu=dst.id)
     k._enqueue(dst, p)
+    for fn in p.on_migrate:
+        fn(p)
 
 
 def sched_balance_newidle(k: Kernel, rq: CPU) -> Task | None:
@@ -216,9 +218,11 @@ class LoadBalancer:
         j = k.jiffies
         cpus = k.cpus
         for c in range(k.nr_cpus):
-            if self.next_balance[c] > j or not task_idle(cpus.get(c)):
+            if self.next_balance[c] > j:
                 continue
             self.next_balance[c] = j + self.interval
+            if not task_idle(cpus.get(c)):
+                continue   # a busy CPU's own balance is not modelled
             if not any(_overloaded(rq) for rq in cpus.values()):
                 break
             dst = cpus[c]

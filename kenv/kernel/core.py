@@ -148,7 +148,7 @@ class Task:
         "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
         "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
         "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt", "woken_ns", "pinned",
-        "woken_vruntime", "last_ran",
+        "woken_vruntime", "last_ran", "on_migrate",
     )
 
     def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
@@ -188,6 +188,8 @@ class Task:
         self._user = False
         self.exit_value = None
         self.on_exit: list[Callable[["Task"], None]] = []
+        #: called with the task after load balancing moved it (kenv.kernel.balance)
+        self.on_migrate: list[Callable[["Task"], None]] = []
         self._started = False
         self._switched_in = 0
         self.woken_ns: int | None = None  # when try_to_wake_up() last made it runnable
