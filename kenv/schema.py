@@ -296,7 +296,8 @@ def check_load_balance(value: Any, env_id: str, options: tuple[str, ...]) -> boo
     on = validate(_FAST_FORWARD, value, "load_balance", "True or False")
     if on and "load_balance" not in options:
         raise ConfigError("load_balance", value,
-                          f"False for {env_id}: its -v0 dynamics have no load balancing, and it has no -v1 that adds it")
+                          f"False for {env_id}: its -v0 dynamics have no load balancing "
+                          "and it has no -v1 that adds it")
     return on
 
 

@@ -213,3 +213,35 @@ def test_no_task_runs_outside_its_mask_or_on_two_cpus(specs, preempt):
     k.run(until=2_000 * MS)
     assert not violations, violations[:5]
     assert all(t.state == "X" for t in tasks)
+
+
+# ------------------------------------------------------------------ env versions
+
+def test_v1_envs_run_a_balancing_kernel_and_v0_envs_do_not():
+    import gymnasium as gym
+
+    import kenv  # noqa: F401  (registers the envs)
+    from kenv.envs.registration import ENV_KWARGS, ENVS, V1_KWARGS
+
+    ids = [e[0] for e in ENVS]
+    for family in ("Raid6Bench", "Kernel"):
+        assert ENV_KWARGS[f"kenv/{family}-v1"] is V1_KWARGS and f"kenv/{family}-v0" not in ENV_KWARGS
+        for version, on in (("v0", False), ("v1", True)):
+            env_id = f"kenv/{family}-{version}"
+            assert env_id in ids
+            env = gym.make(env_id)
+            try:
+                env.reset(seed=0)
+                assert (env.unwrapped._episode.k.lb is not None) is on
+            finally:
+                env.close()
+
+
+@pytest.mark.parametrize("env_id", ["kenv/RandomMix-v0", "kenv/HwrngWait-v0"])
+def test_load_balance_where_no_version_has_it_is_a_clear_error(env_id):
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+
+    with pytest.raises(ConfigError, match="load_balance"):
+        gym.make(env_id, load_balance=True)

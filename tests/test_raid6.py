@@ -133,6 +133,18 @@ def test_periodic_load_makes_migrate_disable_pick_a_slower_algorithm():
     assert all(w.lost_fraction < 0.001 for w in good.sel.windows)
 
 
+@pytest.mark.parametrize("preempt", ["voluntary", "full", "rt"])
+@pytest.mark.parametrize("mode", ["preempt_disable", "migrate_disable"])
+def test_seed_runs_keep_every_window_on_modprobes_cpu(preempt, mode):
+    """The seed's setting (no load): modprobe never waits long enough to be
+    pulled -- on voluntary it is never preempted; on full/rt it waits only
+    for a cyclictest thread's few microseconds after a window, just after
+    running (task_hot()), or inside migrate_disable()."""
+    r = R(preempt, mode)
+    assert r.load_balance
+    assert r.window_cpus() == {str(r.bench_cpu): len(r.sel.windows)}
+
+
 @pytest.mark.parametrize("mode", ["preempt_disable", "migrate_disable"])
 def test_load_balancing_pulls_modprobe_away_from_the_load(mode):
     """modprobe is not pinned: waiting behind the load on an otherwise idle

@@ -253,7 +253,8 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
         seed=seed, threads=list(ct.stats), sel=sel, bench_cpu=sel.cpu,
         chosen_gen_mb_s=chosen.gen_mb_s, best=fastest.name, best_gen_mb_s=fastest.gen_mb_s,
         chosen_measured_mb_s=measured, load_ns=mp.load_ns, events=k.engine.events_run,
-        load_balance=bool(load_balance), load_cpu=hog[0].cpu if hog else None, cyclictest_text=ct.format_text(), notes=notes)
+        load_balance=bool(load_balance), load_cpu=hog[0].cpu if hog else None,
+        cyclictest_text=ct.format_text(), notes=notes)
 
 
 # ------------------------------------------------------------------ CLI glue

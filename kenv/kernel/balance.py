@@ -131,17 +131,25 @@ def _overloaded(rq: CPU) -> bool:
     return bool(rq.cfs_queue) and rq.curr is not None
 
 
-def sched_balance_rq(k: Kernel, dst: CPU, idle: str,
-                     nr_balance_failed: int = 0) -> tuple[Task | None, bool]:
+def find_busiest_queues(k: Kernel) -> list[CPU]:
+    """find_busiest_group() + find_busiest_queue(), simplified: the runqueues
+    with a CFS task waiting behind a running one, busiest first (most waiting
+    CFS tasks; ties: lowest CPU) -- the order a balance tries them in."""
+    return sorted((rq for rq in k.cpus.values() if _overloaded(rq)), key=lambda rq: (-len(rq.cfs_queue), rq.id))
+
+
+def sched_balance_rq(k: Kernel, dst: CPU, idle: str, nr_balance_failed: int = 0,
+                     busiest: list[CPU] | None = None) -> tuple[Task | None, bool]:
     """load_balance() (kernel/sched/fair.c, ``sched_balance_rq()`` since
     v6.10), simplified as the module docstring says: pull one waiting CFS
     task from the busiest runqueue to ``dst``.  Returns ``(task moved or
     None, failed)``: ``failed`` when a task could have come here but
     :func:`can_migrate_task` refused it (cache-hot), not when there was
-    nothing to move (``out_balanced``, every candidate pinned away)."""
-    busiest = sorted((rq for rq in k.cpus.values() if rq is not dst and _overloaded(rq)),
-                     key=lambda rq: (-len(rq.cfs_queue), rq.id))
-    for src in busiest:
+    nothing to move (``out_balanced``, every candidate pinned away).
+    ``busiest``: :func:`find_busiest_queues` if the caller has it already."""
+    for src in find_busiest_queues(k) if busiest is None else busiest:
+        if src is dst:
+            continue
         all_pinned = True
         for p in src.cfs_queue:   # oldest queued first
             allowed = p.cpus_allowed
@@ -177,9 +185,10 @@ def sched_balance_newidle(k: Kernel, rq: CPU) -> Task | None:
     busiest runqueue before going idle.  Returns the task now queued on
     ``rq`` (the caller picks it), or None.  Newidle failures do not count
     in ``nr_balance_failed`` (``load_balance()``: ``idle != CPU_NEWLY_IDLE``)."""
-    if not any(_overloaded(other) for other in k.cpus.values()):   # !rd->overload
+    busiest = find_busiest_queues(k)
+    if not busiest:   # !rd->overload
         return None
-    return sched_balance_rq(k, rq, CPU_NEWLY_IDLE)[0]
+    return sched_balance_rq(k, rq, CPU_NEWLY_IDLE, 0, busiest)[0]
 
 
 class LoadBalancer:
@@ -217,23 +226,23 @@ class LoadBalancer:
         k = self.k
         j = k.jiffies
         cpus = k.cpus
+        busiest = find_busiest_queues(k)
         for c in range(k.nr_cpus):
             if self.next_balance[c] > j:
                 continue
             self.next_balance[c] = j + self.interval
-            if not task_idle(cpus.get(c)):
-                continue   # a busy CPU's own balance is not modelled
-            if not any(_overloaded(rq) for rq in cpus.values()):
-                break
+            if not busiest or not task_idle(cpus.get(c)):
+                continue   # nothing to pull; a busy CPU's own balance is not modelled
             dst = cpus[c]
-            moved, failed = sched_balance_rq(k, dst, CPU_IDLE, self.nr_balance_failed[c])
+            moved, failed = sched_balance_rq(k, dst, CPU_IDLE, self.nr_balance_failed[c], busiest)
             self.nr_balance_failed[c] = self.nr_balance_failed[c] + 1 if failed else 0
             if moved is not None:
                 k.check_preempt_curr(dst, moved)   # the idle CPU runs it (_kick)
-        if any(_overloaded(rq) for rq in cpus.values()):
+                busiest = find_busiest_queues(k)
+        if busiest:
             self._arm()
 
 
 __all__ = ["CACHE_NICE_TRIES", "CPU_IDLE", "CPU_NEWLY_IDLE", "LoadBalancer", "SYSCTL_SCHED_MIGRATION_COST",
-           "can_migrate_task", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
+           "can_migrate_task", "find_busiest_queues", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
            "task_hot", "task_idle"]
