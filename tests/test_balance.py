@@ -245,3 +245,27 @@ def test_load_balance_where_no_version_has_it_is_a_clear_error(env_id):
 
     with pytest.raises(ConfigError, match="load_balance"):
         gym.make(env_id, load_balance=True)
+
+
+@pytest.mark.parametrize("seed", [4, 7])
+def test_kernel_v1_is_the_same_with_fast_forward_on_and_off(seed):
+    """The fast-forwards cannot see a balance (a skipped stretch hides the
+    moments a CPU goes idle), so Kernel-v1 runs without them: fast_forward
+    on and off give the same trajectory (seeds 4 and 7 differed when they ran)."""
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+
+    def trajectory(ff):
+        env = gym.make("kenv/Kernel-v1", fast_forward=ff)
+        obs, info = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        out, done = [obs.tobytes()], False
+        while not done:
+            obs, r, term, trunc, info = env.step(env.action_space.sample())
+            out.append((obs.tobytes(), r, repr(sorted(info.items()))))
+            done = term or trunc
+        env.close()
+        return out
+
+    assert trajectory(True) == trajectory(False)

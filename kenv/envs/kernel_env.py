@@ -258,7 +258,11 @@ class KernelEnv(KenvEnv):
       CPU 2 -- a placement of this env: Linux's ``hwrng_fillfn`` kthread is
       unbound); modprobe is not, and when it waits behind the background load
       outside a window it is pulled to an idle CPU (the cyclictest probe
-      follows it).  Same spaces, info keys and scenario fields as v0;
+      follows it).  The fast-forwards are off (``fast_forward`` is accepted
+      and changes nothing): a skipped stretch would hide the moments a CPU
+      goes idle, where a newidle balance pulls a waiting task, and they may
+      only skip what they compute exactly; v1 steps are slower for it.
+      Same spaces, info keys and scenario fields as v0;
       ``gym.make("kenv/Kernel-v1")`` passes ``load_balance=True``
       (kenv.envs.registration.V1_KWARGS).
 
@@ -367,4 +371,9 @@ class KernelEnv(KenvEnv):
         return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
-        return _KernelEpisode(scenario, rng, self.ff_memory, self.load_balance)
+        # With load balancing the fast-forwards decline everything: a skipped
+        # stretch of qperf round trips or hwrng reads hides the moments its CPU
+        # goes idle, where a newidle balance would pull a waiting task, so
+        # they could not give the detailed simulation's trajectory.
+        ff = None if self.load_balance else self.ff_memory
+        return _KernelEpisode(scenario, rng, ff, self.load_balance)

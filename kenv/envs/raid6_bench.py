@@ -31,7 +31,8 @@ class _Raid6Episode:
         self.plat, self.hz, self.kernel_version = plat, hz, kernel
         self.preempt = scenario["preempt"]
         k = self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=self.preempt,
-                            costs=plat.sched, rng=rng, name=plat.name, load_balance=load_balance)
+                            costs=plat.sched, rng=rng, name=plat.name, load_balance=load_balance,
+                            kernel_version=plat.kernel_version)
         # The shell last ran on a random CPU; modprobe starts there (it is idle)
         # and cyclictest probes that CPU: the other CPUs see no change.
         cpu = int(rng.integers(0, plat.nr_cpus))

@@ -216,7 +216,8 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
     load = parse_load(load)
     rng = np.random.default_rng(seed)
     k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,
-               rng=rng, name=plat.name, load_balance=bool(load_balance))
+               rng=rng, name=plat.name, load_balance=bool(load_balance),
+               kernel_version=plat.kernel_version)
     # Where cyclictest starts relative to the tick, and which CPU the shell
     # that runs modprobe last ran on: drawn from the seed.
     t0 = int(rng.integers(0, k.TICK_NSEC))

@@ -50,10 +50,17 @@ What is simplified (documented assumptions, not fitted):
   first (``detach_tasks()`` takes ``list_last_entry(&rq->cfs_tasks)``).
   When every waiting task of the busiest runqueue is pinned away from the
   destination (``LBF_ALL_PINNED``) the next busiest is tried.
-* ``rq->avg_idle`` against ``max_newidle_lb_cost`` (the newidle gate since
-  v5.16) is taken as passed: a CPU that goes idle always tries; the time a
-  newidle balance takes (microseconds) is not charged.  ``rd->overload``
-  is exact: nothing to pull, nothing done.
+* The newidle gate on ``rq->avg_idle`` (how long this CPU's idle periods
+  last: ``update_avg()`` by 1/8 at each wakeup of the idle CPU in
+  ``ttwu_do_wakeup()``, capped at ``2 * max_idle_balance_cost``, starting at
+  ``2 * sysctl_sched_migration_cost``): before v5.16 a CPU whose
+  ``avg_idle < sysctl_sched_migration_cost`` does not balance when it goes
+  idle (kernels "5.15" and older here); v5.16 (commit "sched/fair: Remove
+  sysctl_sched_migration_cost condition") compares with the measured cost of
+  a newidle balance, ``max_newidle_lb_cost`` (microseconds), taken here as 0:
+  the CPU always tries.  ``max_idle_balance_cost`` is taken as its initial
+  ``sysctl_sched_migration_cost``.  The time a newidle balance takes is not
+  charged.  ``rd->overload`` is exact: nothing to pull, nothing done.
 * ``balance_interval`` stays at ``min_interval`` (``sd_weight`` ms); the
   doubling up to ``max_interval`` after balanced rounds is not modelled.  All
   idle CPUs start with the same ``next_balance`` and balance in CPU order at
@@ -179,32 +186,66 @@ def migrate_queued_task(k: Kernel, p: Task, src: CPU, dst: CPU) -> None:
         fn(p)
 
 
+def newidle_gate_ns(kernel_version: str | None) -> int:
+    """The ``avg_idle`` below which a CPU going idle does not balance:
+    ``sysctl_sched_migration_cost`` before v5.16, else 0 (module docstring)."""
+    if kernel_version is None:
+        return 0
+    major, minor = (int(x) for x in kernel_version.split(".")[:2])
+    return SYSCTL_SCHED_MIGRATION_COST if (major, minor) < (5, 16) else 0
+
+
 def sched_balance_newidle(k: Kernel, rq: CPU) -> Task | None:
     """newidle_balance() (``sched_balance_newidle()`` since v6.10): ``rq``'s
     ``__schedule()`` found nothing to run; pull a waiting CFS task from the
     busiest runqueue before going idle.  Returns the task now queued on
     ``rq`` (the caller picks it), or None.  Newidle failures do not count
     in ``nr_balance_failed`` (``load_balance()``: ``idle != CPU_NEWLY_IDLE``)."""
+    lb = k.lb
+    lb.idle_stamp[rq.id] = k.engine.now
+    if lb.avg_idle[rq.id] < lb.newidle_gate:
+        return None
     busiest = find_busiest_queues(k)
     if not busiest:   # !rd->overload
         return None
-    return sched_balance_rq(k, rq, CPU_NEWLY_IDLE, 0, busiest)[0]
+    pulled = sched_balance_rq(k, rq, CPU_NEWLY_IDLE, 0, busiest)[0]
+    if pulled is not None:
+        lb.idle_stamp[rq.id] = None
+    return pulled
 
 
 class LoadBalancer:
     """The periodic balance of the idle CPUs and its per-CPU state
     (``sd->nr_balance_failed``, ``rq->next_balance``) for one machine."""
 
-    __slots__ = ("k", "interval", "next_balance", "nr_balance_failed", "_ev")
+    __slots__ = ("k", "interval", "next_balance", "nr_balance_failed", "_ev", "avg_idle", "idle_stamp",
+                 "newidle_gate")
 
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel, kernel_version: str | None = None):
         self.k = k
+        cost = k.sysctl_sched_migration_cost
+        #: rq->avg_idle (sched_init(): 2 * sysctl_sched_migration_cost) and
+        #: rq->idle_stamp (when newidle balance last found nothing; None: not idle)
+        self.avg_idle = [2 * cost] * k.nr_cpus
+        self.idle_stamp: list[int | None] = [None] * k.nr_cpus
+        self.newidle_gate = newidle_gate_ns(kernel_version)
         # sd_init(): balance_interval = sd_weight ms; msecs_to_jiffies(), at least 1
         ms = k.nr_cpus
         self.interval = max(1, -(-ms * NSEC_PER_MSEC // k.TICK_NSEC))
         self.next_balance = [k.jiffies + self.interval] * k.nr_cpus
         self.nr_balance_failed = [0] * k.nr_cpus
         self._ev = None
+
+    def ttwu_idle(self, rq: CPU) -> None:
+        """ttwu_do_wakeup(): a task woke on ``rq`` while it was idle: fold
+        the idle period into ``avg_idle`` (``update_avg()``: 1/8 of the
+        difference), capped at ``2 * max_idle_balance_cost``."""
+        stamp = self.idle_stamp[rq.id]
+        if stamp is not None:
+            self.idle_stamp[rq.id] = None
+            avg = self.avg_idle[rq.id]
+            avg += int((self.k.engine.now - stamp - avg) / 8)
+            self.avg_idle[rq.id] = min(avg, 2 * self.k.sysctl_sched_migration_cost)
 
     def overloaded(self) -> None:
         """A CFS task waits behind a running one: from the next due tick on,
@@ -244,5 +285,5 @@ class LoadBalancer:
 
 
 __all__ = ["CACHE_NICE_TRIES", "CPU_IDLE", "CPU_NEWLY_IDLE", "LoadBalancer", "SYSCTL_SCHED_MIGRATION_COST",
-           "can_migrate_task", "find_busiest_queues", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
+           "can_migrate_task", "find_busiest_queues", "newidle_gate_ns", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
            "task_hot", "task_idle"]

@@ -289,11 +289,14 @@ class Kernel:
     (kernel/rcu/Kconfig.debug: default 21).  ``load_balance``: CFS load
     balancing (:mod:`kenv.kernel.balance`); off, a task changes CPU only at
     its wakeups (the dynamics of the ``-v0`` environments).
+    ``kernel_version`` ("5.15", ...): the load balancer's behaviour of that
+    kernel where it changed (kenv.kernel.balance.newidle_gate_ns).
     """
 
     def __init__(self, engine: Engine, *, nr_cpus: int, hz: int, preempt: str,
                  costs: SchedCosts, rng: np.random.Generator | None = None,
-                 rcu_cpu_stall_timeout: int = 21, name: str = "kenv", load_balance: bool = False):
+                 rcu_cpu_stall_timeout: int = 21, name: str = "kenv", load_balance: bool = False,
+                 kernel_version: str | None = None):
         if nr_cpus < 1:
             raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
         self.engine = engine
@@ -322,7 +325,7 @@ class Kernel:
         self.sched_nr_latency = 8
         self.sysctl_sched_migration_cost = SYSCTL_SCHED_MIGRATION_COST
         #: the idle CPUs' periodic balance, or None without load balancing
-        self.lb: LoadBalancer | None = LoadBalancer(self) if load_balance else None
+        self.lb: LoadBalancer | None = LoadBalancer(self, kernel_version) if load_balance else None
         if engine.recorder is not None:  # the machine's description, for trace headers
             engine.recorder.instant("kernel", (name, 0), "kernel_boot", engine.now, nr_cpus=nr_cpus,
                                     hz=self.HZ, preempt=preempt)
@@ -395,6 +398,8 @@ class Kernel:
             p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
         p.woken_vruntime = p.vruntime
         self._enqueue(rq, p)
+        if self.lb is not None and rq.curr is None:
+            self.lb.ttwu_idle(rq)
         if self.engine.recorder is not None:
             trace_sched_wakeup(self, rq, p)
         self.check_preempt_curr(rq, p)

@@ -213,7 +213,8 @@ class QperfHost:
         self.role = role
         self.platform = platform
         self.k = Kernel(engine, nr_cpus=platform.nr_cpus, hz=platform.hz, preempt=preempt,
-                        costs=platform.sched, rng=rng, name=role, load_balance=load_balance)
+                        costs=platform.sched, rng=rng, name=role, load_balance=load_balance,
+                        kernel_version=platform.kernel_version)
         self.random: "IrqRandomness" = random_factory(self.k)
         self.random.mix_hooks.append(self._on_mix)
         self.random.pre_mix_hooks.append(self._before_mix)
