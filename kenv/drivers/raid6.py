@@ -352,8 +352,9 @@ def _window(task: Task, params: Raid6Params, sel: Raid6Selection, algo: raid6_ca
     on_cpu = task.cpu   # the window's CPU: raid6_bench_window() disables preemption or migration at once
     perf, cpu, start, edge, ideal = yield from raid6_bench_window(task, sel.mode, ns)
     mb = gen_mb_s(perf, sel.hz) if kind == "gen" else xor_mb_s(perf, sel.hz)
-    task.k.trace_instant(on_cpu, "raid6_bench_window", algo=algo.name, kind=kind, perf=perf, on_cpu=on_cpu,
-                         start_ns=start)
+    if task.k.engine.recorder is not None:   # the window and its CPU, on the trace
+        task.k.trace_instant(on_cpu, "raid6_bench_window", algo=algo.name, kind=kind, perf=perf,
+                             on_cpu=on_cpu, start_ns=start)
     sel.add_window(Raid6Window(algo.name, kind, perf, mb, start, edge, task.k.now, cpu, ideal, on_cpu))
     if sel.mode == "cond_resched":
         yield from cond_resched(task)
