@@ -105,7 +105,10 @@ class Raid6Subsystem:
     def end_step(self) -> dict:
         k, sel = self.k, self.mp.sel
         self.steps += 1
-        worst = max((st.max_ns for st in self.ct.stats), default=0)
+        worst = 0
+        for st in self.ct.stats:
+            if st.max_ns > worst:
+                worst = st.max_ns
         for task in self.ct.tasks:
             if task.state == TASK_RUNNABLE:
                 # a wakeup still waiting for the CPU counts with what it has waited so far
