@@ -326,11 +326,13 @@ class KenvEnv(gym.Env):
         return self._timeline.frame()
 
     def _render_ansi(self) -> str:
+        # the id it was made as (a -v1 is the class of its -v0 with other kwargs)
+        env_id = self.spec.id if self.spec is not None else self.ENV_ID
         if self._last is None:
-            return f"{self.ENV_ID} scenario={self._scenario}\n"
+            return f"{env_id} scenario={self._scenario}\n"
         a = self._index_label(self._last_action) if self._last_action is not None else "-"
         comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
-        return f"{self.ENV_ID} t={self._episode.now_s:.3f}s action={a} {comps}\n"
+        return f"{env_id} t={self._episode.now_s:.3f}s action={a} {comps}\n"
 
     # ------------------------------------------------------------- helpers
     def _info(self, m: Mapping, comps: Mapping | None) -> dict:
