@@ -290,6 +290,17 @@ def check_fast_forward(value: Any) -> bool:
     return validate(_FAST_FORWARD, value, "fast_forward", "True or False")
 
 
+def check_load_balance(value: Any, env_id: str, options: tuple[str, ...]) -> bool:
+    """``load_balance=``: True or False; True only for an env that offers it
+    (its ``-v1`` id turns it on)."""
+    on = validate(_FAST_FORWARD, value, "load_balance", "True or False")
+    if on and "load_balance" not in options:
+        raise ConfigError("load_balance", value,
+                          f"False for {env_id}: its -v0 dynamics have no load balancing "
+                          "and it has no -v1 that adds it")
+    return on
+
+
 _NAME_LIST = TypeAdapter(Annotated[list[Annotated[str, Field(strict=True, max_length=200)]],
                                    Field(min_length=1, max_length=64)])
 

@@ -115,9 +115,11 @@ def test_without_load_every_mode_picks_the_same_algorithm(preempt):
 
 def test_periodic_load_makes_migrate_disable_pick_a_slower_algorithm():
     """A job needing 20 ms of CPU every 50 ms on the benchmarking CPU takes a
-    different share of each 16-jiffy window once windows are preemptible."""
-    bad = R("full", "migrate_disable", load="20/50")
-    good = R("full", "preempt_disable", load="20/50")
+    different share of each 16-jiffy window once windows are preemptible.
+    Without load balancing: the load and modprobe share the CPU (as on a
+    machine with no idle CPU to move to; with it, see below)."""
+    bad = R("full", "migrate_disable", load="20/50", load_balance=False)
+    good = R("full", "preempt_disable", load="20/50", load_balance=False)
     assert good.chosen == good.best == "avx512x4"
     assert bad.chosen != bad.best
     assert bad.throughput_loss > 0.02
@@ -131,9 +133,36 @@ def test_periodic_load_makes_migrate_disable_pick_a_slower_algorithm():
     assert all(w.lost_fraction < 0.001 for w in good.sel.windows)
 
 
+@pytest.mark.parametrize("preempt", ["voluntary", "full", "rt"])
+@pytest.mark.parametrize("mode", ["preempt_disable", "migrate_disable"])
+def test_seed_runs_keep_every_window_on_modprobes_cpu(preempt, mode):
+    """The seed's setting (no load): modprobe never waits long enough to be
+    pulled -- on voluntary it is never preempted; on full/rt it waits only
+    for a cyclictest thread's few microseconds after a window, just after
+    running (task_hot()), or inside migrate_disable()."""
+    r = R(preempt, mode)
+    assert r.load_balance
+    assert r.window_cpus() == {str(r.bench_cpu): len(r.sel.windows)}
+
+
+@pytest.mark.parametrize("mode", ["preempt_disable", "migrate_disable"])
+def test_load_balancing_pulls_modprobe_away_from_the_load(mode):
+    """modprobe is not pinned: waiting behind the load on an otherwise idle
+    32-CPU machine, it is pulled to an idle CPU once cache-cold (task_hot(),
+    0.5 ms), so no window shares a CPU with the load (kenv.kernel.balance)."""
+    r = R("full", mode, load="20/50")
+    assert r.load_balance and r.load_cpu is not None
+    assert all(w.cpu != r.load_cpu for w in r.sel.windows)
+    assert all(w.lost_fraction < 0.01 for w in r.sel.windows)
+    assert r.chosen == r.best
+    d = r.to_dict()
+    assert [w["cpu"] for w in d["windows"]] == [w.cpu for w in r.sel.windows]
+    assert sum(d["window_cpus"].values()) == len(r.sel.windows)
+
+
 def test_continuous_load_halves_printed_speed_with_migrate_disable():
-    r = R("full", "migrate_disable", load=True)
-    ok = R("full", "preempt_disable", load=True)
+    r = R("full", "migrate_disable", load=True, load_balance=False)
+    ok = R("full", "preempt_disable", load=True, load_balance=False)
     assert ok.chosen_measured_mb_s == pytest.approx(ok.chosen_gen_mb_s, rel=0.01)
     assert 0.4 < r.chosen_measured_mb_s / r.chosen_gen_mb_s < 0.6
 

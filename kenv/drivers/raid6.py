@@ -256,6 +256,9 @@ class Raid6Window:
     end_ns: int        # after the straddling call and preempt_enable
     cpu_ns: int        # CPU time obtained between j1 and j1 + 16
     ideal_perf: int    # perf had the task had the whole window
+    #: the CPU the window ran on: preempt_disable() and migrate_disable()
+    #: keep the task there from the window's start to its end (-1: not run)
+    cpu: int = -1
 
     @property
     def lost_fraction(self) -> float:
@@ -346,9 +349,13 @@ def _window(task: Task, params: Raid6Params, sel: Raid6Selection, algo: raid6_ca
         now = task.k.now
         sel.add_window(Raid6Window(algo.name, kind, 0, 0, now, now, now, 0, 0))
         return 0
+    on_cpu = task.cpu   # the window's CPU: raid6_bench_window() disables preemption or migration at once
     perf, cpu, start, edge, ideal = yield from raid6_bench_window(task, sel.mode, ns)
     mb = gen_mb_s(perf, sel.hz) if kind == "gen" else xor_mb_s(perf, sel.hz)
-    sel.add_window(Raid6Window(algo.name, kind, perf, mb, start, edge, task.k.now, cpu, ideal))
+    if task.k.engine.recorder is not None:   # the window and its CPU, on the trace
+        task.k.trace_instant(on_cpu, "raid6_bench_window", algo=algo.name, kind=kind, perf=perf,
+                             on_cpu=on_cpu, start_ns=start)
+    sel.add_window(Raid6Window(algo.name, kind, perf, mb, start, edge, task.k.now, cpu, ideal, on_cpu))
     if sel.mode == "cond_resched":
         yield from cond_resched(task)
     return perf
@@ -432,7 +439,7 @@ def raid6_select_algo(task: Task, params: Raid6Params, sel: Raid6Selection) -> T
     check_bench_mode(sel.mode)
     check_kernel_version(sel.kernel_version)
     sel.start_ns = task.k.now
-    sel.cpu = task.cpu
+    sel.cpu = task.cpu   # where the init function began (its windows may run elsewhere: Raid6Window.cpu)
     if params.select_setup_ns > 0:
         yield Run(params.select_setup_ns)
     gen = yield from raid6_choose_gen(task, params, sel)

@@ -20,7 +20,9 @@ from gymnasium import spaces
 from ..drivers.hwrng_ff import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
-from ..schema import check_fast_forward, check_render_mode, check_reset_options, check_seed
+from ..schema import (
+    check_fast_forward, check_load_balance, check_render_mode, check_reset_options, check_seed,
+)
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
 from .reward import COMPONENTS, RewardProfile, load_profile
@@ -93,6 +95,9 @@ class KenvEnv(gym.Env):
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
     PATCHED: ClassVar[Any] = None
+    #: the kernel options this env can turn on (keyword arguments; the
+    #: ``-v1`` ids pass them, kenv.envs.registration.ENV_KWARGS)
+    KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -103,10 +108,13 @@ class KenvEnv(gym.Env):
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
-                 render_mode: str | None = None, fast_forward: bool = True):
+                 render_mode: str | None = None, fast_forward: bool = True, load_balance: bool = False):
         self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
                                  reward_weights=reward_weights, render_mode=render_mode,
-                                 fast_forward=fast_forward)
+                                 fast_forward=fast_forward, load_balance=load_balance)
+        #: CFS load balancing in the simulated kernels (kenv.kernel.balance):
+        #: the -v1 dynamics of the envs whose KERNEL_OPTIONS name it
+        self.load_balance = check_load_balance(load_balance, self.ENV_ID, self.KERNEL_OPTIONS)
         self.render_mode = check_render_mode(render_mode)
         #: skip what the fast-forwards can compute exactly (False: simulate
         #: everything in detail; the same trajectories, slower), with this
@@ -327,11 +335,13 @@ class KenvEnv(gym.Env):
         return tl.frame()
 
     def _render_ansi(self) -> str:
+        # the id it was made as (a -v1 is the class of its -v0 with other kwargs)
+        env_id = self.spec.id if self.spec is not None else self.ENV_ID
         if self._last is None:
-            return f"{self.ENV_ID} scenario={self._scenario}\n"
+            return f"{env_id} scenario={self._scenario}\n"
         a = self._index_label(self._last_action) if self._last_action is not None else "-"
         comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
-        return f"{self.ENV_ID} t={self._episode.now_s:.3f}s action={a} {comps}\n"
+        return f"{env_id} t={self._episode.now_s:.3f}s action={a} {comps}\n"
 
     # ------------------------------------------------------------- helpers
     def _info(self, m: Mapping, comps: Mapping | None) -> dict:

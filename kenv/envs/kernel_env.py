@@ -52,14 +52,14 @@ CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1
 
 class _KernelEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 crng_obs: bool = False):
+                 crng_obs: bool = False, load_balance: bool = False):
         self.plat, self.preempt = resolve_machine(scenario)
         self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns,
-                                learned=ff and ff.qperf)
+                                learned=ff and ff.qperf, load_balance=load_balance)
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
@@ -286,9 +286,11 @@ class KernelEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
-    reward_weights=None, render_mode=None, fast_forward=True)``;
+    reward_weights=None, render_mode=None, fast_forward=True, load_balance=False)``;
     ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
-    ``KERNEL_V1_BOOT`` in kenv/envs/registration.py).
+    ``KERNEL_V1`` in kenv/envs/registration.py).  ``load_balance=True`` runs
+    the kernel with CFS load balancing (kenv.kernel.balance; no registered id
+    sets it yet, see Version History).
     ``fast_forward=False`` simulates every round trip, poll and read in detail
     (the same trajectories, slower).
 
@@ -299,6 +301,20 @@ class KernelEnv(KenvEnv):
       is v0's start), and the observation gains the ``crng_init`` one-hot
       (entries 17-19; the previous action moves to 20..).  Dynamics of a
       ``ready`` start are v0's.
+    * ``load_balance=True`` (an argument, in no registered id): the kernel
+      balances load (kenv.kernel.balance, ``kernel/sched/fair.c``: newidle and
+      idle CPUs' periodic balance; ``can_migrate_task()`` refuses cache-hot,
+      pinned and migrate-disabled tasks).  What is pinned in reality stays
+      pinned (qperf under ``taskset``, the per-CPU kworkers, cyclictest ``-a``,
+      the reader and, as in v0, the hwrng kthread on CPU 2 -- a placement of
+      this env: Linux's ``hwrng_fillfn`` kthread is unbound); modprobe is not,
+      and when it waits behind the background load outside a window it is
+      pulled to an idle CPU.  The fast-forwards are off with it (a skipped
+      stretch would hide the moments a CPU goes idle, where a newidle balance
+      pulls a waiting task, and they may only skip what they compute
+      exactly): steps are about 30x slower, which is why no Kernel id turns
+      it on yet (kenv/Raid6Bench-v1 does).
+
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
       ``None`` for no value yet, now -1.0; step-only keys missing from reset's
@@ -321,6 +337,7 @@ class KernelEnv(KenvEnv):
     PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
     PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
     DEFAULT_SCENARIO = "kernel"
+    KERNEL_OPTIONS = ("load_balance",)
     SCENARIO_FIELDS = {
         **QPERF_SCENARIO_FIELDS,
         "reader_bs": (4, 16, 64, 256),
@@ -415,4 +432,9 @@ class KernelEnv(KenvEnv):
         return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
-        return _KernelEpisode(scenario, rng, self.ff_memory, crng_obs=self.boot_states)
+        # With load balancing the fast-forwards decline everything: a skipped
+        # stretch of qperf round trips or hwrng reads hides the moments its CPU
+        # goes idle, where a newidle balance would pull a waiting task, so
+        # they could not give the detailed simulation's trajectory.
+        ff = None if self.load_balance else self.ff_memory
+        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance)

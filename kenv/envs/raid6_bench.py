@@ -1,4 +1,4 @@
-"""kenv/Raid6Bench-v0: ``modprobe raid6_pq`` under cyclictest, one step per benchmark window."""
+"""kenv/Raid6Bench-v0 and -v1: ``modprobe raid6_pq`` under cyclictest, one step per benchmark window."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ STEP_LIMIT_NS = 30 * NSEC_PER_SEC
 class _Raid6Episode:
     """One boot: cyclictest on the CPU modprobe will use, then modprobe raid6_pq."""
 
-    def __init__(self, scenario: dict, rng: np.random.Generator):
+    def __init__(self, scenario: dict, rng: np.random.Generator, load_balance: bool = False):
         hz = None if scenario["hz"] == "platform" else int(scenario["hz"])
         kernel = None if scenario["kernel"] == "platform" else str(scenario["kernel"])
         plat, hz, kernel = resolve_config(scenario["platform"], scenario["preempt"],
@@ -31,7 +31,8 @@ class _Raid6Episode:
         self.plat, self.hz, self.kernel_version = plat, hz, kernel
         self.preempt = scenario["preempt"]
         k = self.k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=self.preempt,
-                            costs=plat.sched, rng=rng, name=plat.name)
+                            costs=plat.sched, rng=rng, name=plat.name, load_balance=load_balance,
+                            kernel_version=plat.kernel_version)
         # The shell last ran on a random CPU; modprobe starts there (it is idle)
         # and cyclictest probes that CPU: the other CPUs see no change.
         cpu = int(rng.integers(0, plat.nr_cpus))
@@ -180,13 +181,26 @@ class Raid6BenchEnv(KenvEnv):
 
     ``gym.make("kenv/Raid6Bench-v0", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
-    fast_forward=True)``; ``scenario``
+    fast_forward=True, load_balance=False)`` (``load_balance``: what -v1
+    sets; see Version History); ``scenario``
     is a packaged mix name, a YAML path or a dict of field overrides
     (``platform``, ``preempt``, ``hz``, ``kernel``, ``load``,
     ``cyclictest_interval_us``).  ``fast_forward`` is accepted like the
     other envs' and changes nothing (this env has no fast-forward).
 
     ## Version History
+
+    * v1: the kernel balances load (kenv.kernel.balance, ``kernel/sched/fair.c``:
+      newidle and idle CPUs' periodic balance; ``can_migrate_task()`` refuses
+      cache-hot, pinned and migrate-disabled tasks).  modprobe is not pinned:
+      waiting behind the background load outside a window (the windows of
+      ``preempt_disable`` end in a reschedule to the load) it is pulled to an
+      idle CPU once cache-cold, and the cyclictest probe follows it (a thread
+      on each CPU it reaches, as ``-S`` has); inside ``migrate_disable()`` it
+      cannot be pulled, so a load keeps sharing its windows.  ``bench_cpu``
+      stays the CPU modprobe started on.  Same spaces, info keys and scenario
+      fields as v0; ``gym.make("kenv/Raid6Bench-v1")`` passes
+      ``load_balance=True`` (kenv.envs.registration.RAID6BENCH_V1).
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -209,6 +223,7 @@ class Raid6BenchEnv(KenvEnv):
     ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v0"
     DECISION = BENCHMARK_MODE
     DEFAULT_SCENARIO = "raid6"
+    KERNEL_OPTIONS = ("load_balance",)
     SCENARIO_FIELDS = {
         "platform": PLATFORMS,
         "preempt": PREEMPT_MODELS,
@@ -225,5 +240,5 @@ class Raid6BenchEnv(KenvEnv):
     ]
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _Raid6Episode:
-        return _Raid6Episode(scenario, rng)
+        return _Raid6Episode(scenario, rng, self.load_balance)
 

@@ -1,4 +1,12 @@
-"""Registration of the kenv environments (one central list, as Gymnasium's own)."""
+"""Registration of the kenv environments (one central list, as Gymnasium's own).
+
+A new version of an env (``-v1``) registers the same class with the keyword
+arguments of the dynamics it adds, as Gymnasium registers ``CartPole-v0`` and
+``-v1`` with different ``max_episode_steps``: the ``-v0`` ids keep the
+dynamics their results were measured with.  :data:`ENV_KWARGS` holds
+what each ``-v1`` turns on (each entry a keyword argument of the env class,
+documented in its Version History).
+"""
 
 from __future__ import annotations
 
@@ -7,23 +15,30 @@ from types import MappingProxyType
 
 import gymnasium as gym
 
+#: what ``kenv/Raid6Bench-v1`` turns on: CFS load balancing in the simulated
+#: kernel (kenv.kernel.balance; issue #30 part 1)
+RAID6BENCH_V1 = MappingProxyType({"load_balance": True})
+#: what ``kenv/Kernel-v1`` turns on: boot-time starting states before crng
+#: READY, the crng state observed (issue #30 part 2).  Not load balancing: the
+#: fast-forwards cannot skip a balancing kernel exactly and decline it, which
+#: makes Kernel steps about 30x slower (``gym.make(..., load_balance=True)``
+#: still gives it)
+KERNEL_V1 = MappingProxyType({"boot_states": True})
+
 ENVS = (
     # id, entry point, max_episode_steps
     ("kenv/RandomMix-v0", "kenv.envs.random_mix:RandomMixEnv", 32),
     ("kenv/HwrngWait-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
     ("kenv/Raid6Bench-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
     ("kenv/Kernel-v0", "kenv.envs.kernel_env:KernelEnv", 48),
+    ("kenv/Raid6Bench-v1", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
     ("kenv/Kernel-v1", "kenv.envs.kernel_env:KernelEnv", 48),
 )
 
-#: kenv/Kernel-v1's constructor preset for issue #30 part 2 (boot-time
-#: starting states, the crng state observed); the other v1 mechanisms merge
-#: their keys into the same dict
-KERNEL_V1_BOOT = MappingProxyType({"boot_states": True})
-
-#: the constructor kwargs an id registers with (gym.make's own override them)
-KWARGS = MappingProxyType({
-    "kenv/Kernel-v1": KERNEL_V1_BOOT,
+#: the keyword arguments an id registers with (ids not named here: none)
+ENV_KWARGS = MappingProxyType({
+    "kenv/Raid6Bench-v1": RAID6BENCH_V1,
+    "kenv/Kernel-v1": KERNEL_V1,
 })
 
 
@@ -31,7 +46,7 @@ def register_envs() -> None:
     for env_id, entry_point, max_steps in ENVS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps,
-                         kwargs=dict(KWARGS.get(env_id, {})))
+                         kwargs=dict(ENV_KWARGS.get(env_id, {})))
 
 
 def env_id_arg(text: str) -> str:

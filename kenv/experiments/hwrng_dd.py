@@ -60,6 +60,8 @@ HWRNG_PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: the crng is READY and once crng_reseed_interval() has reached its steady
 #: 60 s (uptime >= 120 s).
 DD_START_NS = 120 * NSEC_PER_SEC
+#: the CPU the dd reader is pinned to (taskset -c 0)
+DD_CPU = 0
 
 #: With no --seconds, give up on a dd that has not completed after this long
 #: (simulated; a guard only, e.g. for hwrng_msleep with a huge MS).
@@ -202,7 +204,10 @@ class HwrngDdRun:
         self.engine.at(params.probe_ns, self._probe)
         if dd_start_ns is None:
             dd_start_ns = DD_START_NS + int(self.np_rng.integers(0, NSEC_PER_SEC))
-        self.dd: Dd = start_dd(self.k, self._read, bs=nbytes, count=1, start_at_ns=dd_start_ns)
+        # the reader is placed as ``taskset -c 0 dd ...``: it stays on CPU 0
+        # (the figures depend on where it spins), with or without load balancing
+        self.dd: Dd = start_dd(self.k, self._read, bs=nbytes, count=1, start_at_ns=dd_start_ns,
+                               cpus=(DD_CPU,))
 
     def _probe(self) -> None:
         self.core = bcm2835_rng_probe(self.k, self.platform.hwrng, self.wait, self.pool,

@@ -10,17 +10,30 @@ The benchmark mode is the decision under study:
   no_benchmark      CONFIG_RAID6_PQ_BENCHMARK=n: first valid algorithm by rank
 
 With ``--load`` a CPU-bound SCHED_NORMAL task is pinned to the CPU that
-modprobe runs on; a preemptible window then shares the CPU and its ``perf``
+modprobe starts on; a preemptible window then shares the CPU and its ``perf``
 is wrong.  A steady load (``--load`` / ``--load continuous``) halves every
 window alike, so the printed MB/s are wrong but the ranking holds; a load
 whose share varies from window to window (``--load BUSY_MS/PERIOD_MS``, a
 periodic job) can change the chosen algorithm -- the reviewers' objection.
+With load balancing on (the default), modprobe, which is not pinned, waits
+behind the load and is pulled to an idle CPU once it is cache-cold
+(usually while it is still in user space, before its first window), so on
+an otherwise idle machine the load no longer shares its windows;
+``--no-load-balance`` shows the objection on one CPU.
+
+The kernel balances load (:mod:`kenv.kernel.balance`), as the real machine
+does: modprobe is not pinned, so while it waits (preempted by a cyclictest
+thread, or sharing its CPU with the load) an idle CPU may pull it, and its
+later windows run there.  Each window's CPU is in the output (``cpu`` of
+``windows`` in --json, a ``raid6_bench_window`` event in the trace);
+``--no-load-balance`` runs the kernel without it (tasks move only at wakeup).
 
 Prints the cyclictest table, the simulated dmesg, the chosen vs the truly
 fastest algorithm and the module load time.
 
 Python: ``run_raid6_cyclictest(platform="x86-avx512-32", preempt="voluntary",
-mode="preempt_disable", hz=None, kernel=None, load=False, seed=0)``.
+mode="preempt_disable", hz=None, kernel=None, load=False, seed=0,
+load_balance=True)``.
 """
 
 from __future__ import annotations
@@ -71,6 +84,8 @@ class Raid6CyclictestResult:
     chosen_measured_mb_s: int | None
     load_ns: int
     events: int
+    load_balance: bool = True
+    load_cpu: int | None = None   # where --load's task is pinned (modprobe's CPU at its start)
     cyclictest_text: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -118,16 +133,27 @@ class Raid6CyclictestResult:
             "bench_s": (sel.end_ns - sel.start_ns) / 1e9,
             "windows": [{"algo": w.algo, "kind": w.kind, "perf": w.perf, "mb_s": w.mb_s,
                          "ideal_perf": w.ideal_perf, "lost_fraction": w.lost_fraction,
-                         "start_s": w.start_ns / 1e9, "end_s": w.end_ns / 1e9}
+                         "start_s": w.start_ns / 1e9, "end_s": w.end_ns / 1e9, "cpu": w.cpu}
                         for w in sel.windows],
+            "window_cpus": self.window_cpus(),
+            "load_balance": self.load_balance,
+            "load_cpu": self.load_cpu,
             "events": self.events,
         }
+
+    def window_cpus(self) -> dict[str, int]:
+        """How many benchmark windows ran on each CPU (keys: CPU numbers as strings)."""
+        out: dict[str, int] = {}
+        for w in self.sel.windows:
+            if w.cpu >= 0:
+                out[str(w.cpu)] = out.get(str(w.cpu), 0) + 1
+        return out
 
     def format_text(self) -> str:
         sel = self.sel
         out = [f"# cyclictest -S -p 95 -d 0 -i 1000 -m   (platform {self.platform}, "
                f"preempt={self.preempt}, HZ={self.hz}, kernel {self.kernel}, mode {self.mode}"
-               f"{f', background load ({self.load}) on CPU {self.bench_cpu}' if self.load else ''}, "
+               f"{f', background load ({self.load}) on CPU {self.load_cpu}' if self.load else ''}, "
                f"seed {self.seed})",
                self.cyclictest_text, "", "# dmesg"]
         out += sel.dmesg_lines()
@@ -135,6 +161,9 @@ class Raid6CyclictestResult:
         out.append(f"modprobe raid6_pq on CPU {self.bench_cpu}: {self.load_s * 1e3:.1f} ms "
                    f"(raid6_select_algo {(sel.end_ns - sel.start_ns) / 1e6:.1f} ms, "
                    f"{len(sel.windows)} benchmark windows)")
+        spread = ", ".join(f"CPU {c}: {n}" for c, n in self.window_cpus().items())
+        out.append(f"benchmark windows per CPU: {spread or 'none'}"
+                   + ("" if self.load_balance else " (load balancing off)"))
         out.append(f"worst cyclictest latency: {self.max_us} us "
                    f"(thread on CPU {max(self.threads, key=lambda t: t.max_ns).cpu})")
         out.append(f"chosen: {sel.chosen} ({self.chosen_gen_mb_s:.0f} MB/s true"
@@ -167,7 +196,7 @@ def resolve_config(platform: str, preempt: str, mode: str, hz: int | None, kerne
 def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "voluntary",
                          mode: str = "preempt_disable", hz: int | None = None,
                          kernel: str | None = None, load: bool | str | None = False,
-                         seed: int = 0) -> Raid6CyclictestResult:
+                         seed: int = 0, load_balance: bool = True) -> Raid6CyclictestResult:
     """Run ``modprobe raid6_pq`` under cyclictest on a simulated machine.
 
     ``platform``: a platform with raid6 parameters (``x86-avx512-32``,
@@ -179,13 +208,16 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
     CPU: ``True``/``"continuous"`` (a busy loop) or ``"BUSY_MS/PERIOD_MS"``
     (a periodic job).
     ``seed``: seeds the rng (cyclictest phase, interrupt jitter, the CPU the
-    shell runs modprobe from).  Raises ConfigError on bad input.
+    shell runs modprobe from).  ``load_balance``: CFS load balancing in the
+    kernel (kenv.kernel.balance; on, as on the real machine).  Raises
+    ConfigError on bad input.
     """
     plat, hz, kernel = resolve_config(platform, preempt, mode, hz, kernel)
     load = parse_load(load)
     rng = np.random.default_rng(seed)
     k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,
-               rng=rng, name=plat.name)
+               rng=rng, name=plat.name, load_balance=bool(load_balance),
+               kernel_version=plat.kernel_version)
     # Where cyclictest starts relative to the tick, and which CPU the shell
     # that runs modprobe last ran on: drawn from the seed.
     t0 = int(rng.integers(0, k.TICK_NSEC))
@@ -222,6 +254,7 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
         seed=seed, threads=list(ct.stats), sel=sel, bench_cpu=sel.cpu,
         chosen_gen_mb_s=chosen.gen_mb_s, best=fastest.name, best_gen_mb_s=fastest.gen_mb_s,
         chosen_measured_mb_s=measured, load_ns=mp.load_ns, events=k.engine.events_run,
+        load_balance=bool(load_balance), load_cpu=hog[0].cpu if hog else None,
         cyclictest_text=ct.format_text(), notes=notes)
 
 
@@ -242,11 +275,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load", nargs="?", const="continuous", default=None, metavar="SPEC",
                    help="pin a CPU-bound SCHED_NORMAL task to modprobe's CPU: 'continuous' "
                         "(the default with a bare --load) or BUSY_MS/PERIOD_MS (a periodic job)")
+    p.add_argument("--no-load-balance", dest="load_balance", action="store_false",
+                   help="run the kernel without CFS load balancing (tasks move between CPUs only "
+                        "when they wake up)")
 
 
 def run_from_args(args: argparse.Namespace) -> Raid6CyclictestResult:
     return run_raid6_cyclictest(platform=args.platform, preempt=args.preempt, mode=args.mode,
-                                hz=args.hz, kernel=args.kernel, load=args.load, seed=args.seed)
+                                hz=args.hz, kernel=args.kernel, load=args.load, seed=args.seed,
+                                load_balance=getattr(args, "load_balance", True))
 
 
 # ------------------------------------------------------------------ reproduce

@@ -26,6 +26,12 @@ Preemption models (``CONFIG_PREEMPT_*``):
 
 ``migrate_disable()`` pins the task to its CPU and changes nothing else.
 
+With ``Kernel(load_balance=True)`` a waiting CFS task moves to an idle CPU
+(:mod:`kenv.kernel.balance`: newidle balance where ``__schedule()`` finds
+nothing to run, the idle CPUs' periodic balance); off, a task moves only
+when it wakes up (``select_task_rq()``).  ``set_cpus_allowed_ptr()`` sets a
+task's affinity.
+
 Only the events that matter are simulated: wakeups, context switches, the
 ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
 The scheduler reports quiescent states to :mod:`kenv.kernel.rcu` (RCU stall
@@ -44,6 +50,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
+from .balance import SYSCTL_SCHED_MIGRATION_COST, LoadBalancer, sched_balance_newidle
 from .jiffies import check_hz, initial_jiffies, tick_nsec
 from .observe import CpuObserver
 from .rcu import RcuStall, rcu_preempt_disabled, rcu_qs, rcu_stretch_begin
@@ -141,7 +148,7 @@ class Task:
         "sum_exec_runtime", "nvcsw", "nivcsw", "_chunk", "_chunk_ev", "_chunk_start",
         "_chunk_stolen", "_remaining", "_spin_until", "_spin_cpu", "_value", "_wake_pending",
         "_user", "exit_value", "on_exit", "_started", "_switched_in", "is_rt", "woken_ns", "pinned",
-        "woken_vruntime",
+        "woken_vruntime", "last_ran", "on_migrate",
     )
 
     def __init__(self, k: "Kernel", comm: str, body: Callable[["Task"], TaskBody], *,
@@ -181,10 +188,13 @@ class Task:
         self._user = False
         self.exit_value = None
         self.on_exit: list[Callable[["Task"], None]] = []
+        #: called with the task after load balancing moved it (kenv.kernel.balance)
+        self.on_migrate: list[Callable[["Task"], None]] = []
         self._started = False
         self._switched_in = 0
         self.woken_ns: int | None = None  # when try_to_wake_up() last made it runnable
         self.woken_vruntime = 0           # ... and where place_entity() put its vruntime then
+        self.last_ran: int | None = None  # when it last stopped running (se.exec_start; task_hot())
 
     def __repr__(self) -> str:
         return f"<{self.comm}-{self.pid} cpu{self.cpu} {self.state}>"
@@ -276,12 +286,17 @@ class Kernel:
     """One simulated machine: CPUs, jiffies, the timer wheel, the scheduler.
 
     ``rcu_cpu_stall_timeout`` is ``CONFIG_RCU_CPU_STALL_TIMEOUT`` in seconds
-    (kernel/rcu/Kconfig.debug: default 21).
+    (kernel/rcu/Kconfig.debug: default 21).  ``load_balance``: CFS load
+    balancing (:mod:`kenv.kernel.balance`); off, a task changes CPU only at
+    its wakeups (the dynamics of the ``-v0`` environments).
+    ``kernel_version`` ("5.15", ...): the load balancer's behaviour of that
+    kernel where it changed (kenv.kernel.balance.newidle_gate_ns).
     """
 
     def __init__(self, engine: Engine, *, nr_cpus: int, hz: int, preempt: str,
                  costs: SchedCosts, rng: np.random.Generator | None = None,
-                 rcu_cpu_stall_timeout: int = 21, name: str = "kenv"):
+                 rcu_cpu_stall_timeout: int = 21, name: str = "kenv", load_balance: bool = False,
+                 kernel_version: str | None = None):
         if nr_cpus < 1:
             raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
         self.engine = engine
@@ -308,6 +323,9 @@ class Kernel:
         self.sysctl_sched_min_granularity = 750_000 * factor
         self.sysctl_sched_wakeup_granularity = 1 * NSEC_PER_MSEC * factor
         self.sched_nr_latency = 8
+        self.sysctl_sched_migration_cost = SYSCTL_SCHED_MIGRATION_COST
+        #: the idle CPUs' periodic balance, or None without load balancing
+        self.lb: LoadBalancer | None = LoadBalancer(self, kernel_version) if load_balance else None
         if engine.recorder is not None:  # the machine's description, for trace headers
             engine.recorder.instant("kernel", (name, 0), "kernel_boot", engine.now, nr_cpus=nr_cpus,
                                     hz=self.HZ, preempt=preempt)
@@ -380,6 +398,8 @@ class Kernel:
             p.vruntime = max(p.vruntime, rq.min_vruntime - self.sysctl_sched_latency // 2)
         p.woken_vruntime = p.vruntime
         self._enqueue(rq, p)
+        if self.lb is not None and rq.curr is None:
+            self.lb.ttwu_idle(rq)
         if self.engine.recorder is not None:
             trace_sched_wakeup(self, rq, p)
         self.check_preempt_curr(rq, p)
@@ -457,8 +477,11 @@ class Kernel:
             q.insert(i, p)
         else:
             rq.cfs_queue.append(p)
-            if rq.curr is not None and not rq.curr.is_rt:
-                self._arm_slice(rq)
+            if rq.curr is not None:
+                if not rq.curr.is_rt:
+                    self._arm_slice(rq)
+                if self.lb is not None:
+                    self.lb.overloaded()
 
     def check_preempt_curr(self, rq: CPU, p: Task) -> None:
         curr = rq.curr
@@ -531,6 +554,7 @@ class Kernel:
             trace_switch_out(self, rq, p, "R+")
         rq.curr = None
         p.state = TASK_RUNNABLE
+        p.last_ran = self.engine.now
         if p.is_rt:
             q = rq.rt_queue
             i = 0
@@ -573,6 +597,8 @@ class Kernel:
             sev.cancel()
             rq._slice_ev = None
         nxt = self._pick_next(rq)
+        if nxt is None and self.lb is not None and sched_balance_newidle(self, rq) is not None:
+            nxt = self._pick_next(rq)
         now = engine.now
         rcu_qs(self, rq)  # a context switch is a quiescent state
         if nxt is None:
@@ -605,8 +631,11 @@ class Kernel:
             rq.observer.context_switch(now, start - self.costs.context_switch_ns, start)
         if engine.recorder is not None:
             trace_sched_switch(self, rq, nxt, start - self.costs.context_switch_ns)
-        if cfs and not nxt.is_rt:
-            self._arm_slice(rq)
+        if cfs:
+            if not nxt.is_rt:
+                self._arm_slice(rq)
+            if self.lb is not None:
+                self.lb.overloaded()
         engine.at(start, self._continue, nxt)
 
     def _arm_slice(self, rq: CPU) -> None:
@@ -724,6 +753,7 @@ class Kernel:
                     continue
                 p.state = TASK_SLEEPING
                 p.nvcsw += 1
+                p.last_ran = engine.now
                 if engine.recorder is not None:
                     trace_switch_out(self, rq, p, "S")
                 rq.curr = None
@@ -913,6 +943,34 @@ def migrate_enable(task: Task) -> None:
     task.migrate_disable -= 1
     if task.migrate_disable < 0:
         raise RuntimeError(f"{task.comm}: migrate_disable underflow")
+
+
+def set_cpus_allowed_ptr(p: Task, cpus: Iterable[int]) -> None:
+    """set_cpus_allowed_ptr() (kernel/sched/core.c): ``p`` may run only on
+    ``cpus`` from now on (``sched_setaffinity()``, ``taskset``,
+    ``kthread_bind()``).  A task outside the new mask moves to its first CPU
+    (``move_queued_task()`` for a queued one); one running there is refused
+    here (Linux stops it with ``migration_cpu_stop()``; nothing in kenv
+    re-pins a running task).  Raises ConfigError on an empty mask or a CPU
+    that does not exist."""
+    k = p.k
+    mask = tuple(operator.index(c) for c in cpus)
+    if not mask or any(not 0 <= c < k.nr_cpus for c in mask):
+        raise ConfigError("cpus_allowed", mask, f"a non-empty set of CPUs in 0..{k.nr_cpus - 1}")
+    if p.cpu not in mask:
+        if p.state == TASK_RUNNING:
+            raise RuntimeError(f"{p.comm}-{p.pid} runs on CPU {p.cpu}, outside {mask}: "
+                               "set_cpus_allowed_ptr() of a running task is not modelled")
+        if p.state == TASK_RUNNABLE:
+            src = k.cpus[p.cpu]
+            (src.rt_queue if p.is_rt else src.cfs_queue).remove(p)
+            p.cpu = mask[0]
+            k._enqueue(k.cpus[p.cpu], p)
+            k.check_preempt_curr(k.cpus[p.cpu], p)
+        else:
+            p.cpu = mask[0]
+    p.cpus_allowed = mask
+    p.pinned = len(mask) == 1
 
 
 def cond_resched(task: Task) -> TaskBody:

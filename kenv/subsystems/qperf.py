@@ -45,7 +45,8 @@ class QperfSubsystem:
     kernel).  Used by RandomMix-v0 and Kernel-v0."""
 
     def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
-                 threshold: int, step_ns: int, learned: QperfLearned | None = None):
+                 threshold: int, step_ns: int, learned: QperfLearned | None = None,
+                 load_balance: bool = False):
         self.plat = plat
         self.size = parse_size(str(msg_size))
         self.msg_size_label = format_size(self.size)
@@ -53,7 +54,8 @@ class QperfSubsystem:
         self.step_ns = check_period(step_ns, "step")   # (a zero step would freeze simulated time)
         self.wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, threshold=threshold),
                               preempt=preempt, rng=rng, instances=1,
-                              mode="exact" if learned is None else "aggregated", learned=learned)
+                              mode="exact" if learned is None else "aggregated", learned=learned,
+                              load_balance=load_balance)
         self.randoms: list[IrqRandomness] = [h.random for h in self.wl.hosts]
         # the client's and the server's kernel and input pool (QperfTcpLat has
         # these two hosts): the per-step sums below name them, no loop

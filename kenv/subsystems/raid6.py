@@ -45,8 +45,15 @@ class _ProbeCyclictest(Cyclictest):
 
 class Raid6Subsystem:
     """``modprobe raid6_pq`` on a simulated kernel, probed by a cyclictest
-    thread on the CPU it runs on.  Used by Raid6Bench-v0 and Kernel-v0:
-    ``begin_step(mode)``, run the kernel, ``end_step()``."""
+    thread on the CPU it runs on.  Used by Raid6Bench and Kernel:
+    ``begin_step(mode)``, run the kernel, ``end_step()``.
+
+    With load balancing (the ``-v1`` kernels) modprobe may be pulled to
+    another CPU; the probe follows it: cyclictest ``-S`` has a thread on
+    every CPU, and the one on each CPU modprobe reaches is started when it
+    gets there (its period's phase is that moment; the threads on CPUs
+    modprobe never visits would see an idle CPU and are not simulated).  The
+    step's worst wakeup is the worst over the probe's threads."""
 
     def __init__(self, k: Kernel, plat, *, cpu: int, kernel_version: str, load, interval_us: int,
                  t0: int):
@@ -68,11 +75,18 @@ class Raid6Subsystem:
     def _launch(self) -> None:
         # fork+exec from a shell that last ran on ``cpu``, which is idle: it stays there
         task = self.mp.start(self.cpu)
+        task.on_migrate.append(self._follow)
         if self.on_progress is not None:
             self.mp.sel.on_window = self.on_progress
             task.on_exit.append(lambda _task: self.on_progress())
         if self.load is not None:
             start_load(self.k, task.cpu, self.load)
+
+    def _follow(self, task) -> None:
+        """Load balancing moved modprobe: a probe thread on its new CPU (after the balance)."""
+        if task.cpu not in self.ct.cpus:
+            self.ct.cpus.append(task.cpu)
+            self.k.engine.at(self.k.now, self.ct.spawn, len(self.ct.cpus) - 1, task.cpu)
 
     @property
     def done(self) -> bool:
@@ -85,17 +99,20 @@ class Raid6Subsystem:
     def begin_step(self, mode: str) -> None:
         self.mp.sel.mode = mode
         self._n0 = len(self.mp.sel.windows)
-        if self.ct.stats:
-            self.ct.stats[0].max_ns = 0  # the probe's Max is read per step
+        for st in self.ct.stats:
+            st.max_ns = 0  # the probe's Max is read per step
 
     def end_step(self) -> dict:
         k, sel = self.k, self.mp.sel
         self.steps += 1
-        worst = self.ct.stats[0].max_ns if self.ct.stats else 0
-        task = self.ct.tasks[0] if self.ct.tasks else None
-        if task is not None and task.state == TASK_RUNNABLE:
-            # a wakeup still waiting for the CPU counts with what it has waited so far
-            worst = max(worst, k.now - self.ct.fired_at.get(task.pid, k.now))
+        worst = 0
+        for st in self.ct.stats:
+            if st.max_ns > worst:
+                worst = st.max_ns
+        for task in self.ct.tasks:
+            if task.state == TASK_RUNNABLE:
+                # a wakeup still waiting for the CPU counts with what it has waited so far
+                worst = max(worst, k.now - self.ct.fired_at.get(task.pid, k.now))
         latency = log_latency(worst / 1000.0)
         win = sel.windows[-1] if len(sel.windows) > self._n0 else None
         lost = win.lost_fraction if win is not None else 0.0

@@ -105,6 +105,9 @@ def _instant_event(name: str, args: dict, cpu: int = 0) -> tuple[str, str] | Non
     if name == "sched_wakeup":
         return ("sched_wakeup", f"comm={a['comm']} pid={a['pid']} prio={a['prio']} "
                                 f"target_cpu={int(a['target_cpu']):03d}")
+    if name == "sched_migrate_task":
+        return ("sched_migrate_task", f"comm={a['comm']} pid={a['pid']} prio={a['prio']} "
+                                      f"orig_cpu={a['orig_cpu']} dest_cpu={a['dest_cpu']}")
     if name == "sched_process_exit":
         return ("sched_process_exit", f"comm={a['comm']} pid={a['pid']} prio={a['prio']}")
     if name == "timer_start":

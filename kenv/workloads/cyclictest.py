@@ -123,9 +123,10 @@ class Cyclictest:
         k = self.k
         t0 = k.now if t0 is None else t0
         for i, cpu in enumerate(self.cpus):
-            k.engine.at(t0 + i * self.params.thread_spawn_ns, self._spawn, i, cpu)
+            k.engine.at(t0 + i * self.params.thread_spawn_ns, self.spawn, i, cpu)
 
-    def _spawn(self, i: int, cpu: int) -> None:
+    def spawn(self, i: int, cpu: int) -> None:
+        """Create thread ``i``, pinned to ``cpu`` (``-a``/``-S``), now."""
         st = CyclictestStat(i, cpu, 0, self.priority, self.interval_us)
         self.stats.append(st)
         task = self.k.kthread_run(lambda t: self._timerthread(t, st), "cyclictest", cpu=cpu,

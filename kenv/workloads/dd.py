@@ -92,8 +92,9 @@ def check_dd_args(bs: object, count: object) -> None:
 
 
 def start_dd(k: "Kernel", read: ReadFn, *, bs: int, count: int = 1, start_at_ns: int,
-             infile: str = "/dev/hwrng", comm: str = "dd") -> Dd:
-    """Run ``dd if=infile of=/dev/null bs=bs count=count`` as a task from ``start_at_ns``."""
+             infile: str = "/dev/hwrng", comm: str = "dd", cpus=None) -> Dd:
+    """Run ``dd if=infile of=/dev/null bs=bs count=count`` as a task from
+    ``start_at_ns``; ``cpus``: its affinity (``taskset -c``; None: any CPU)."""
     check_dd_args(bs, count)
     dd = Dd(infile, bs, count, start_at_ns)
 
@@ -112,7 +113,7 @@ def start_dd(k: "Kernel", read: ReadFn, *, bs: int, count: int = 1, start_at_ns:
         dd.end_ns = k.now
 
     def spawn() -> None:
-        dd.task = k.kthread_run(body, comm)
+        dd.task = k.kthread_run(body, comm, cpus_allowed=cpus)
 
     k.engine.at(start_at_ns, spawn)
     return dd

@@ -209,11 +209,12 @@ class QperfHost:
     """One machine: a kernel, its random.c interrupt state, its qperf endpoints."""
 
     def __init__(self, engine: Engine, platform: "Platform", role: str, *, random_factory,
-                 preempt: str, rng):
+                 preempt: str, rng, load_balance: bool = False):
         self.role = role
         self.platform = platform
         self.k = Kernel(engine, nr_cpus=platform.nr_cpus, hz=platform.hz, preempt=preempt,
-                        costs=platform.sched, rng=rng, name=role)
+                        costs=platform.sched, rng=rng, name=role, load_balance=load_balance,
+                        kernel_version=platform.kernel_version)
         self.random: "IrqRandomness" = random_factory(self.k)
         self.random.mix_hooks.append(self._on_mix)
         self.random.pre_mix_hooks.append(self._before_mix)
@@ -527,7 +528,8 @@ class QperfTcpLat:
     """
 
     def __init__(self, platform: "Platform", *, random_factory, preempt: str, rng,
-                 instances: int = 1, mode: str = "aggregated", learned: QperfLearned | None = None):
+                 instances: int = 1, mode: str = "aggregated", learned: QperfLearned | None = None,
+                 load_balance: bool = False):
         if mode not in QPERF_MODES:
             raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
         if platform.nic is None or "qperf_host" not in platform.extra:
@@ -544,7 +546,8 @@ class QperfTcpLat:
                                              if self.fast_forward else None)
         self.engine = Engine()
         self.hosts = [QperfHost(self.engine, platform, role, random_factory=random_factory,
-                                preempt=preempt, rng=rng) for role in ("client", "server")]
+                                preempt=preempt, rng=rng, load_balance=load_balance)
+                      for role in ("client", "server")]
         self.size = 0
         self.pairs = [QperfPair(self, cpu) for cpu in range(instances)]
         # let the endpoints reach their first read()/wait

@@ -1,0 +1,289 @@
+"""CFS load balancing: tasks that wait move to idle CPUs (kernel/sched/fair.c).
+
+A CFS task that is runnable but waiting on a busy CPU (preempted by a
+SCHED_FIFO thread, or sharing the CPU with another CFS task) is pulled by
+another CPU's load balancing, as Linux does it (kernel/sched/fair.c of
+v5.15/v5.16, the kernels of the platforms; the functions were renamed in
+v6.10, the old names in brackets):
+
+* :func:`sched_balance_newidle` (``newidle_balance()``): a CPU whose
+  ``__schedule()`` finds nothing to run balances at once, before it goes
+  idle, and runs what it pulled (``pick_next_task_fair()``).
+* :meth:`LoadBalancer.sched_balance_domains` (``rebalance_domains()``, run
+  for the idle CPUs by the ``nohz_idle_balance()`` a busy CPU's tick kicks
+  off, ``nohz_balancer_kick()``): each idle CPU balances once per balance
+  interval.
+* :func:`sched_balance_rq` (``load_balance()``): find the busiest runqueue,
+  detach a task that :func:`can_migrate_task` allows (``detach_tasks()``),
+  attach it here (``attach_task()``).
+* :func:`can_migrate_task` refuses a task that is inside
+  ``migrate_disable()`` (``is_migration_disabled()``; since v5.11
+  ``migrate_disable_switch()`` in kernel/sched/core.c narrows ``p->cpus_ptr``
+  to its CPU while it is switched out, and the ``cpus_ptr`` test refuses
+  it), pinned by affinity (the destination not in ``cpus_allowed``), running,
+  or cache-hot (:func:`task_hot`) unless the balance failed more than
+  ``cache_nice_tries`` times in a row.
+
+Constants, with their source:
+
+* ``sysctl_sched_migration_cost`` = 500000 ns (kernel/sched/fair.c:
+  ``const_debug unsigned int sysctl_sched_migration_cost = 500000UL``).
+* ``cache_nice_tries`` = 1: the domain of CPUs that share the last-level
+  cache (kernel/sched/topology.c ``sd_init()``: ``SD_SHARE_PKG_RESOURCES``
+  -> ``cache_nice_tries = 1``).
+* balance interval of an idle CPU = ``sd->balance_interval`` ms, which
+  ``sd_init()`` sets to the domain's weight (``sd_weight``, its number of
+  CPUs); ``get_sd_balance_interval()`` multiplies it by ``busy_factor`` only
+  for a busy CPU and converts with ``msecs_to_jiffies()``.
+
+What is simplified (documented assumptions, not fitted):
+
+* One scheduling domain spans every CPU of the machine (one LLC, no SMT or
+  NUMA levels, no sched groups): the busiest group is the busiest runqueue.
+* The imbalance is the number of waiting CFS tasks, not PELT load or
+  utilisation (``migrate_task`` migration type, which is what
+  ``calculate_imbalance()`` picks for an idle destination and a busiest group
+  with more tasks than CPUs): the busiest runqueue is the one with the most
+  waiting CFS tasks (ties: lowest CPU), and a balance moves one task (an
+  idle destination's imbalance is 1; on a preemptible kernel newidle stops
+  after the first task, ``detach_tasks()``).  Tasks are tried oldest-queued
+  first (``detach_tasks()`` takes ``list_last_entry(&rq->cfs_tasks)``).
+  When every waiting task of the busiest runqueue is pinned away from the
+  destination (``LBF_ALL_PINNED``) the next busiest is tried.
+* The newidle gate on ``rq->avg_idle`` (how long this CPU's idle periods
+  last: ``update_avg()`` by 1/8 at each wakeup of the idle CPU in
+  ``ttwu_do_wakeup()``, capped at ``2 * max_idle_balance_cost``, starting at
+  ``2 * sysctl_sched_migration_cost``): before v5.16 a CPU whose
+  ``avg_idle < sysctl_sched_migration_cost`` does not balance when it goes
+  idle (kernels "5.15" and older here); v5.16 (commit "sched/fair: Remove
+  sysctl_sched_migration_cost condition") compares with the measured cost of
+  a newidle balance, ``max_newidle_lb_cost`` (microseconds), taken here as 0:
+  the CPU always tries.  ``max_idle_balance_cost`` is taken as its initial
+  ``sysctl_sched_migration_cost``.  The time a newidle balance takes is not
+  charged.  ``rd->overload`` is exact: nothing to pull, nothing done.
+* ``balance_interval`` stays at ``min_interval`` (``sd_weight`` ms); the
+  doubling up to ``max_interval`` after balanced rounds is not modelled.  All
+  idle CPUs start with the same ``next_balance`` and balance in CPU order at
+  the tick that makes them due (``nohz_idle_balance()`` walks the idle mask
+  in order).  Busy CPUs' own periodic balance (``busy_factor`` 16) and active
+  balancing (pushing a running task) are not modelled; RT tasks are not
+  balanced (rt.c's push/pull: every RT task here is pinned).
+* A task pulled to an idle CPU by the periodic balance runs there after the
+  idle CPU's wakeup cost (``SchedCosts.wakeup_ns``), as a wakeup would.
+
+Off by default (``Kernel(load_balance=False)``): the ``-v0`` environments
+keep the dynamics they were published with; ``-v1`` turns it on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..sim.engine import NSEC_PER_MSEC
+from .tracepoints import task_prio
+
+if TYPE_CHECKING:
+    from .core import CPU, Kernel, Task
+
+#: kernel/sched/fair.c: ``sysctl_sched_migration_cost = 500000UL`` (ns)
+SYSCTL_SCHED_MIGRATION_COST = 500_000
+#: kernel/sched/topology.c sd_init(): an LLC domain (SD_SHARE_PKG_RESOURCES)
+CACHE_NICE_TRIES = 1
+
+#: enum cpu_idle_type (include/linux/sched/idle.h)
+CPU_IDLE = "idle"
+CPU_NEWLY_IDLE = "newly_idle"
+
+
+def task_hot(k: Kernel, p: Task, now: int) -> bool:
+    """task_hot() (kernel/sched/fair.c): did ``p`` run within
+    ``sysctl_sched_migration_cost`` (its cache is still warm on its CPU)?
+
+    ``delta = rq_clock_task(src_rq) - p->se.exec_start``; ``exec_start`` is
+    where ``p`` last stopped running (``last_ran`` here; a task that never
+    ran has none and is cold, as ``__sched_fork()`` zeroes it).  Only CFS
+    tasks can be hot."""
+    if p.is_rt or p.last_ran is None:
+        return False
+    return now - p.last_ran < k.sysctl_sched_migration_cost
+
+
+def task_idle(rq: CPU | None) -> bool:
+    """``idle_cpu()``: nothing running and nothing queued (an unbuilt CPU is idle)."""
+    return rq is None or (rq.curr is None and not rq.cfs_queue and not rq.rt_queue)
+
+
+def can_migrate_task(k: Kernel, p: Task, src: CPU, dst_cpu: int, nr_balance_failed: int = 0) -> bool:
+    """can_migrate_task() (kernel/sched/fair.c): may ``p`` move from ``src`` to ``dst_cpu``?
+
+    Refused: inside ``migrate_disable()`` (``is_migration_disabled()``),
+    ``dst_cpu`` not in ``p->cpus_ptr`` (pinned by affinity), running on
+    ``src`` (``task_running()``), or cache-hot (:func:`task_hot`) -- unless
+    ``nr_balance_failed > cache_nice_tries`` ("too many balance attempts
+    have failed": the hot task goes anyway)."""
+    if p.migrate_disable:
+        return False
+    allowed = p.cpus_allowed
+    if allowed is not None and dst_cpu not in allowed:
+        return False
+    if src.curr is p:
+        return False
+    if task_hot(k, p, k.engine.now):
+        return nr_balance_failed > CACHE_NICE_TRIES
+    return True
+
+
+def _overloaded(rq: CPU) -> bool:
+    """``rq->nr_running >= 2`` with a CFS task among the waiting (``rd->overload``)."""
+    return bool(rq.cfs_queue) and rq.curr is not None
+
+
+def find_busiest_queues(k: Kernel) -> list[CPU]:
+    """find_busiest_group() + find_busiest_queue(), simplified: the runqueues
+    with a CFS task waiting behind a running one, busiest first (most waiting
+    CFS tasks; ties: lowest CPU) -- the order a balance tries them in."""
+    return sorted((rq for rq in k.cpus.values() if _overloaded(rq)), key=lambda rq: (-len(rq.cfs_queue), rq.id))
+
+
+def sched_balance_rq(k: Kernel, dst: CPU, idle: str, nr_balance_failed: int = 0,
+                     busiest: list[CPU] | None = None) -> tuple[Task | None, bool]:
+    """load_balance() (kernel/sched/fair.c, ``sched_balance_rq()`` since
+    v6.10), simplified as the module docstring says: pull one waiting CFS
+    task from the busiest runqueue to ``dst``.  Returns ``(task moved or
+    None, failed)``: ``failed`` when a task could have come here but
+    :func:`can_migrate_task` refused it (cache-hot), not when there was
+    nothing to move (``out_balanced``, every candidate pinned away).
+    ``busiest``: :func:`find_busiest_queues` if the caller has it already."""
+    for src in find_busiest_queues(k) if busiest is None else busiest:
+        if src is dst:
+            continue
+        all_pinned = True
+        for p in src.cfs_queue:   # oldest queued first
+            allowed = p.cpus_allowed
+            if not p.migrate_disable and (allowed is None or dst.id in allowed):
+                all_pinned = False   # (migrate_disable() narrows cpus_ptr: pinned too)
+            if can_migrate_task(k, p, src, dst.id, nr_balance_failed):
+                migrate_queued_task(k, p, src, dst)
+                return p, False
+        if not all_pinned:
+            return None, True   # a candidate was refused: this balance failed
+    return None, False
+
+
+def migrate_queued_task(k: Kernel, p: Task, src: CPU, dst: CPU) -> None:
+    """detach_task() + attach_task(): move the queued CFS task ``p`` from
+    ``src`` to ``dst``.  Its vruntime keeps its lag: ``migrate_task_rq_fair()``
+    removes ``src``'s ``min_vruntime``, the enqueue adds ``dst``'s."""
+    src.cfs_queue.remove(p)
+    p.vruntime = p.vruntime - src.min_vruntime + dst.min_vruntime
+    orig = p.cpu
+    p.cpu = dst.id
+    if k.engine.recorder is not None:
+        k.trace_instant(dst.id, "sched_migrate_task", comm=p.comm, pid=p.pid, prio=task_prio(p),
+                        orig_cpu=orig, dest_cpu=dst.id)
+    k._enqueue(dst, p)
+    for fn in p.on_migrate:
+        fn(p)
+
+
+def newidle_gate_ns(kernel_version: str | None) -> int:
+    """The ``avg_idle`` below which a CPU going idle does not balance:
+    ``sysctl_sched_migration_cost`` before v5.16, else 0 (module docstring)."""
+    if kernel_version is None:
+        return 0
+    major, minor = (int(x) for x in kernel_version.split(".")[:2])
+    return SYSCTL_SCHED_MIGRATION_COST if (major, minor) < (5, 16) else 0
+
+
+def sched_balance_newidle(k: Kernel, rq: CPU) -> Task | None:
+    """newidle_balance() (``sched_balance_newidle()`` since v6.10): ``rq``'s
+    ``__schedule()`` found nothing to run; pull a waiting CFS task from the
+    busiest runqueue before going idle.  Returns the task now queued on
+    ``rq`` (the caller picks it), or None.  Newidle failures do not count
+    in ``nr_balance_failed`` (``load_balance()``: ``idle != CPU_NEWLY_IDLE``)."""
+    lb = k.lb
+    lb.idle_stamp[rq.id] = k.engine.now
+    if lb.avg_idle[rq.id] < lb.newidle_gate:
+        return None
+    busiest = find_busiest_queues(k)
+    if not busiest:   # !rd->overload
+        return None
+    pulled = sched_balance_rq(k, rq, CPU_NEWLY_IDLE, 0, busiest)[0]
+    if pulled is not None:
+        lb.idle_stamp[rq.id] = None
+    return pulled
+
+
+class LoadBalancer:
+    """The periodic balance of the idle CPUs and its per-CPU state
+    (``sd->nr_balance_failed``, ``rq->next_balance``) for one machine."""
+
+    __slots__ = ("k", "interval", "next_balance", "nr_balance_failed", "_ev", "avg_idle", "idle_stamp",
+                 "newidle_gate")
+
+    def __init__(self, k: Kernel, kernel_version: str | None = None):
+        self.k = k
+        cost = k.sysctl_sched_migration_cost
+        #: rq->avg_idle (sched_init(): 2 * sysctl_sched_migration_cost) and
+        #: rq->idle_stamp (when newidle balance last found nothing; None: not idle)
+        self.avg_idle = [2 * cost] * k.nr_cpus
+        self.idle_stamp: list[int | None] = [None] * k.nr_cpus
+        self.newidle_gate = newidle_gate_ns(kernel_version)
+        # sd_init(): balance_interval = sd_weight ms; msecs_to_jiffies(), at least 1
+        ms = k.nr_cpus
+        self.interval = max(1, -(-ms * NSEC_PER_MSEC // k.TICK_NSEC))
+        self.next_balance = [k.jiffies + self.interval] * k.nr_cpus
+        self.nr_balance_failed = [0] * k.nr_cpus
+        self._ev = None
+
+    def ttwu_idle(self, rq: CPU) -> None:
+        """ttwu_do_wakeup(): a task woke on ``rq`` while it was idle: fold
+        the idle period into ``avg_idle`` (``update_avg()``: 1/8 of the
+        difference), capped at ``2 * max_idle_balance_cost``."""
+        stamp = self.idle_stamp[rq.id]
+        if stamp is not None:
+            self.idle_stamp[rq.id] = None
+            avg = self.avg_idle[rq.id]
+            avg += int((self.k.engine.now - stamp - avg) / 8)
+            self.avg_idle[rq.id] = min(avg, 2 * self.k.sysctl_sched_migration_cost)
+
+    def overloaded(self) -> None:
+        """A CFS task waits behind a running one: from the next due tick on,
+        the idle CPUs balance (``nohz_balancer_kick()`` from the busy CPU's
+        tick, ``rq->nr_running >= 2``)."""
+        if self._ev is None:
+            self._arm()
+
+    def _arm(self) -> None:
+        k = self.k
+        due = max(k.jiffies + 1, min(self.next_balance))
+        self._ev = k.engine.at(k.tick_time(due), self.sched_balance_domains)
+
+    def sched_balance_domains(self) -> None:
+        """rebalance_domains() of every idle CPU due at this tick, in CPU
+        order (``nohz_idle_balance()``); then again at the next due tick
+        while a CFS task still waits somewhere."""
+        self._ev = None
+        k = self.k
+        j = k.jiffies
+        cpus = k.cpus
+        busiest = find_busiest_queues(k)
+        for c in range(k.nr_cpus):
+            if self.next_balance[c] > j:
+                continue
+            self.next_balance[c] = j + self.interval
+            if not busiest or not task_idle(cpus.get(c)):
+                continue   # nothing to pull; a busy CPU's own balance is not modelled
+            dst = cpus[c]
+            moved, failed = sched_balance_rq(k, dst, CPU_IDLE, self.nr_balance_failed[c], busiest)
+            self.nr_balance_failed[c] = self.nr_balance_failed[c] + 1 if failed else 0
+            if moved is not None:
+                k.check_preempt_curr(dst, moved)   # the idle CPU runs it (_kick)
+                busiest = find_busiest_queues(k)
+        if busiest:
+            self._arm()
+
+
+__all__ = ["CACHE_NICE_TRIES", "CPU_IDLE", "CPU_NEWLY_IDLE", "LoadBalancer", "SYSCTL_SCHED_MIGRATION_COST",
+           "can_migrate_task", "find_busiest_queues", "newidle_gate_ns", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
+           "task_hot", "task_idle"]
