@@ -21,8 +21,8 @@ import gymnasium as gym
 import numpy as np
 
 import kenv  # noqa: F401  (registers the envs)
-from agents.baselines import action_label, build_oracle, make_policy
-from agents.evaluate import ci95
+from kenv.agents.baselines import action_label, build_oracle, make_policy
+from kenv.agents.evaluate import ci95
 from kenv.sim.engine import NSEC_PER_SEC
 
 ENV_ID = "kenv/Kernel-v1"
