@@ -326,17 +326,21 @@ class KenvEnv(gym.Env):
         tl = self._timeline
         if self._last_action is not None:
             label = self._index_label(self._last_action)
-            tl.title = (f"{self.ENV_ID}  step {len(self._taken)}  t={self._episode.now_s:.3f} s  action {label}")
+            tl.title = (f"{self.made_as}  step {len(self._taken)}  t={self._episode.now_s:.3f} s  action {label}")
             dims = np.asarray(self._last_action).reshape(-1).size
             tl.action_labels = label.split("|") if dims > 1 else [label]
         else:
-            tl.title = f"{self.ENV_ID}  step 0  t={self._episode.now_s:.3f} s  (reset)"
+            tl.title = f"{self.made_as}  step 0  t={self._episode.now_s:.3f} s  (reset)"
             tl.action_labels = []
         return tl.frame()
 
+    @property
+    def made_as(self) -> str:
+        """The id this env was made as (a -v1 is the class of its -v0 with other kwargs)."""
+        return self.spec.id if self.spec is not None else self.ENV_ID
+
     def _render_ansi(self) -> str:
-        # the id it was made as (a -v1 is the class of its -v0 with other kwargs)
-        env_id = self.spec.id if self.spec is not None else self.ENV_ID
+        env_id = self.made_as
         if self._last is None:
             return f"{env_id} scenario={self._scenario}\n"
         a = self._index_label(self._last_action) if self._last_action is not None else "-"
