@@ -19,7 +19,7 @@ import sys
 from typing import Sequence
 
 from .errors import ConfigError
-from .envs.registration import env_id_arg
+from .envs.registration import env_id_arg, quiet_old_versions
 from .schema import cli_count, cli_count0, cli_seed
 
 
@@ -168,6 +168,7 @@ def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_old_versions()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

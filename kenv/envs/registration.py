@@ -11,6 +11,7 @@ documented in its Version History).
 from __future__ import annotations
 
 import argparse
+import warnings
 from types import MappingProxyType
 
 import gymnasium as gym
@@ -55,3 +56,16 @@ def env_id_arg(text: str) -> str:
     if text not in ids:
         raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(ids)}")
     return text
+
+
+def quiet_old_versions() -> None:
+    """Hide Gymnasium's "The environment kenv/...-v0 is out of date" notice.
+
+    kenv's own commands (``kenv rediscover``, ``evaluate``, ``train``, the
+    workers they start) run the ``-v0`` ids on purpose: the published figures
+    were made on them, and every registered id is a job.  Gymnasium shows the
+    notice once per process on stderr, where it broke the commands' promise
+    of one line per error.  A user's own ``gym.make("kenv/...-v0")`` still
+    shows it."""
+    warnings.filterwarnings("ignore", message=r".*The environment kenv/\S+ is out of date",
+                            category=DeprecationWarning)
