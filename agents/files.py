@@ -2,9 +2,11 @@
 
 Every file ``kenv train`` and ``kenv rediscover`` write whole (models, checkpoints,
 evaluations.csv, the JSON and YAML files) goes through :func:`atomic_write_bytes`: a
-temporary ``.tmp-*`` file in the same directory, flushed and fsynced, then
+temporary ``.kenv-tmp-*`` file in the same directory, flushed and fsynced, then
 ``os.replace``, so a kill never leaves a half-written file (:func:`remove_stale_tmp`
-deletes the temporary files a kill left behind).  :class:`DirLock` (``flock`` on
+deletes the temporary files a kill left behind, and only those: a user's own
+``.tmp-*`` files under ``--out`` are not kenv's).  The files get the mode a plain
+``open()`` would give (0666 less the umask), not mkstemp's 0600.  :class:`DirLock` (``flock`` on
 ``<dir>/.lock``) keeps a second run from writing the same directory.
 """
 
@@ -21,12 +23,31 @@ import numpy as np
 from kenv.errors import ConfigError
 
 
+#: the name prefix of the temporary files of :func:`atomic_write_bytes`
+TMP_PREFIX = ".kenv-tmp-"
+
+
+def _file_mode() -> int:
+    """0666 less the process's umask (read without changing it where Linux says it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=d)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=os.path.basename(path), dir=d)
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -41,11 +62,12 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
 
 
 def remove_stale_tmp(root: str) -> int:
-    """Delete the temporary files an interrupted atomic write left under ``root``."""
+    """Delete the temporary files an interrupted atomic write left under ``root``
+    (named ``TMP_PREFIX*``; nothing else)."""
     n = 0
     for dp, _, fs in os.walk(root):
         for f in fs:
-            if f.startswith(".tmp-"):
+            if f.startswith(TMP_PREFIX):
                 try:
                     os.unlink(os.path.join(dp, f))
                     n += 1

@@ -55,7 +55,7 @@ Run directory (``--out``; default ``runs/<env>__<algo>__<seed>``, e.g.
     ``result.json``            written last: its presence marks a finished run
 
 Every file written whole (models, checkpoints, evaluations.csv, the JSON and YAML files)
-is written atomically (a temporary ``.tmp-*`` file in the same directory, then
+is written atomically (a temporary ``.kenv-tmp-*`` file in the same directory, then
 ``os.replace``; ``--resume`` deletes the temporary files a kill left behind), so an
 interrupted run never leaves a half-written checkpoint or result.  The append-only logs
 (``logs/progress*.csv``, ``monitor/``) are SB3's own, written line by line.
@@ -114,7 +114,7 @@ from .config import (  # noqa: F401
 )
 from .files import (  # noqa: F401
     LOCK_NAME, DirLock, atomic_write_bytes, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir,
-    read_json, remove_stale_tmp, save_model_atomic,
+    TMP_PREFIX, read_json, remove_stale_tmp, save_model_atomic,
 )
 from .policy import (  # noqa: F401
     EVAL_SEED, SUMMARY_SEED, ModelPolicy, action_key, context_label, format_summary, load_model, policy_summary, read_run_yaml,
@@ -318,7 +318,7 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     atomic_write_json(os.path.join(run_dir, "policy_summary.json"), summary)
     final = history[-1] if history else {"mean_return": float("nan"), "ci95": float("nan")}
     files = sorted(os.path.relpath(os.path.join(dp, f), run_dir) for dp, _, fs in os.walk(run_dir) for f in fs
-                   if not f.startswith(".tmp-") and f != LOCK_NAME)
+                   if not f.startswith(TMP_PREFIX) and f != LOCK_NAME)
     result = TrainResult(run_dir, cfg.env_id, cfg.algo, seed, int(model.num_timesteps), wall_s,
                          final["mean_return"], final["ci95"], summary, tb,
                          resumed_from=start_steps or None, files=files + ["result.json"])

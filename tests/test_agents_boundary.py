@@ -426,3 +426,24 @@ def test_fuzzed_train_configs_are_config_errors_or_build(tmp_path):
 
     check()
     assert counts["built"] > 0 and counts["config_error"] > 0, counts
+
+
+def test_stale_tmp_cleanup_removes_only_kenvs_own_files_and_modes_follow_the_umask(tmp_path):
+    """A rerun deletes what an interrupted atomic write left, not a user's own
+    ``.tmp-*`` files under --out (found by a break-test: ``--out ~`` would have
+    pruned a home directory); written files get 0666 less the umask, not 0600."""
+    from kenv.agents.files import TMP_PREFIX, atomic_write_text, remove_stale_tmp
+
+    (tmp_path / "project").mkdir()
+    mine = tmp_path / "project" / ".tmp-notes.txt"
+    mine.write_text("precious")
+    stale = tmp_path / "project" / f"{TMP_PREFIX}result.json"
+    stale.write_text("{")
+    assert remove_stale_tmp(str(tmp_path)) == 1
+    assert mine.read_text() == "precious" and not stale.exists()
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(str(tmp_path / "a.json"), "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640

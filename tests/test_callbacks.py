@@ -76,4 +76,4 @@ def test_atomic_checkpoints_only_at_rollout_boundaries_and_at_the_end(tmp_path):
         assert os.path.isfile(ckpt / f"state_{n}_steps.pkl")
         rec = json.loads((ckpt / f"model_{n}_steps.json").read_text())
         assert rec["steps"] == n and rec["wall_s"] >= 5.0
-    assert not [f for f in os.listdir(ckpt) if f.startswith(".tmp-")]
+    assert not [f for f in os.listdir(ckpt) if f.startswith(".kenv-tmp-")]

@@ -324,7 +324,7 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
     assert not os.path.exists(os.path.join(out, "result.json")), "finished before the kill: raise --n-timesteps"
     first_ckpt = tr.list_checkpoints(os.path.join(out, "checkpoints"))[0][0]
     # what a kill in the middle of an atomic write leaves behind
-    with open(os.path.join(out, "checkpoints", ".tmp-abcmodel_9999_steps.zip"), "wb") as f:
+    with open(os.path.join(out, "checkpoints", ".kenv-tmp-abcmodel_9999_steps.zip"), "wb") as f:
         f.write(b"half a zip")
 
     # without --resume the run dir is refused
@@ -339,7 +339,7 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
               "logs/progress.csv", f"logs/progress_resumed_{res.resumed_from}.csv", "monitor/0.monitor.csv",
               "checkpoints/model_6144_steps.zip", "checkpoints/model_6144_steps.json"):
         assert os.path.isfile(os.path.join(out, f)), f
-    leftovers = [f for _, _, fs in os.walk(out) for f in fs if f.startswith(".tmp-")]
+    leftovers = [f for _, _, fs in os.walk(out) for f in fs if f.startswith(".kenv-tmp-")]
     assert not leftovers
     hist = tr.read_evaluations(out)
     steps = [h["timesteps"] for h in hist]
@@ -442,7 +442,7 @@ def test_rediscover_quick_run_files_json_resume(tmp_path, capsys):
         with open(os.path.join(out, name), "rb") as f:
             assert f.read(8) == PNG_MAGIC
     assert json.load(open(os.path.join(out, "rediscover.json")))["rows"] == first["rows"]
-    assert not [f for _, _, fs in os.walk(out) for f in fs if f.startswith(".tmp-")]
+    assert not [f for _, _, fs in os.walk(out) for f in fs if f.startswith(".kenv-tmp-")]
 
     # rerun: everything is finished, nothing is retrained, same table
     learned = os.path.join(out, "kenv_Raid6Bench-v0", "seed_1", "learned.json")
