@@ -147,7 +147,7 @@ def action_set(env_id: str, which: str = "extended") -> Any:
         return None
     if which != "extended":
         raise ConfigError("--actions", which, "extended, default")
-    if env_id == "kenv/Kernel-v0":
+    if env_id.rsplit("-v", 1)[0] == "kenv/Kernel":   # every version of Kernel
         return {dim: list(action_set(single)) for dim, single in KERNEL_DIMENSIONS}
     cls = type(gym.make(env_id).unwrapped)
     extra = HWRNG_REVIEW_WAITS if env_id == "kenv/HwrngWait-v0" else tuple(cls.EXTENDED_ACTIONS)
@@ -449,7 +449,13 @@ def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed:
     doc = read_json(path)
     if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in LEARNED_KEYS):
         return doc
-    res = train(targs, cfg, log=lambda s: None)
+    try:
+        res = train(targs, cfg, log=lambda s: None)
+    except ConfigError as e:
+        if e.field != "--resume":
+            raise
+        raise ConfigError("--out", out, "a new directory, or the --steps, --actions and --train-seed of the "
+                          "run already there (its training was made with others)") from None
     t0 = time.perf_counter()
     model = load_model(run_dir, cfg.algo)
     env = make_env(cfg)
@@ -475,7 +481,7 @@ def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed:
     both = np.concatenate([X, hx])
     binary = [bool(np.all((both[:, j] == 0) | (both[:, j] == 1))) for j in range(both.shape[1])]
     labels = _dim_labels(base)
-    sites = SITES.get(env_id, ("the kernel",) * len(trees))
+    sites = SITES.get(env_id.rsplit("-v", 1)[0] + "-v0", ("the kernel",) * len(trees))   # any version
     text = "\n".join(rule_text(t, names, binary, labels[d], sites[d]) for d, t in enumerate(trees))
     taken = Counter(base.action_label(np.array(a) if not discrete else a[0]) for _, a in held_states)
     env.close()
@@ -774,7 +780,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     profiles = check_args(env_id, profile, actions, steps, seeds)
-    out = out or os.path.join("runs", "discover", env_slug(env_id))
+    out = os.path.join("runs", "discover", env_slug(env_id)) if out is None else out
     acts = action_set(env_id, actions)
     make_out_dir(out, "--out")
     with DirLock(out, "--out"):

@@ -19,7 +19,10 @@ from kenv.agents import discover as dc
 from kenv.agents.baselines import StaticPolicy, make_policy, run_episode
 from kenv.cli import main
 
-ENVS = ("kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", "kenv/Kernel-v0")
+from kenv.envs.registration import ENVS as REGISTERED
+
+#: every registered id, -v1s included (a break-test found discover failing on Kernel-v1)
+ENVS = tuple(e[0] for e in REGISTERED)
 POLICY_KEYS = ("policy", "return_mean", "return_ci95", "returns", "components", "counters", "refused")
 
 
@@ -31,7 +34,7 @@ def test_extended_set_holds_the_patch_and_names_every_observation(env_id):
     assert base.action_label(patched) in [base.action_label(a) for a in dc.static_actions(env)]
     # the rule's names: one per observation entry
     assert len(base.obs_rows) == env.observation_space.shape[0]
-    assert len(dc.SITES[env_id]) == len(dc._dim_labels(base))
+    assert len(dc.SITES[env_id.rsplit("-v", 1)[0] + "-v0"]) == len(dc._dim_labels(base))
 
 
 def test_every_unit_names_an_observation_entry():
@@ -152,7 +155,7 @@ def test_discover_resumes_after_a_kill_with_the_same_result(tmp_path):
 
 @pytest.mark.parametrize("flag,value", [
     ("--env", "bogus"), ("--profile", "bogus"), ("--actions", "bogus"), ("--steps", "0"), ("--steps", "x"),
-    ("--seeds", "1"), ("--seeds", "x"), ("--train-seed", "-1"), ("--out", "AFILE"),
+    ("--seeds", "1"), ("--seeds", "x"), ("--train-seed", "-1"), ("--out", "AFILE"), ("--out", ""),
 ])
 def test_bad_values_exit_2_with_one_line(flag, value, tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
