@@ -849,18 +849,6 @@ class Kernel:
             fn(p)
         self._schedule(rq)
 
-    def end_spin(self, p: Task, t: int) -> None:
-        """A task busy-waiting in ``RunUntil`` stops at ``t`` (>= now) instead
-        (for a fast-forward cut short: kenv.drivers.hwrng_ff)."""
-        if p._chunk != "spin":
-            return
-        p._spin_until = t
-        ev = p._chunk_ev
-        if ev is not None and ev.pending and ev.time > t:
-            ev.cancel()
-            p._chunk_ev = self.engine.at(max(t, self.engine.now, self.cpus[p.cpu].irq_until),
-                                         self._chunk_done, p)
-
     # --------------------------------------------------- interrupt context
     def steal(self, cpu: int, duration: int) -> int:
         """Interrupt context runs on ``cpu`` for ``duration`` ns, stealing it

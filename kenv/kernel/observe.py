@@ -1,8 +1,8 @@
 """What a simulator component may hear of one CPU: the kernel's observer interface.
 
-A fast-forward that skips a stretch of a CPU's life (kenv.drivers.hwrng_ff),
-or a measurement of one (kenv.workloads.qperf_ff's busy stretches), attaches
-a :class:`CpuObserver` to that CPU (:meth:`kenv.kernel.core.CPU.attach`) and
+A component that must hear what happens on a CPU while it measures a stretch
+of its life (kenv.workloads.qperf_ff's busy stretches, :class:`BusyLog`)
+attaches a :class:`CpuObserver` to that CPU (:meth:`kenv.kernel.core.CPU.attach`) and
 detaches it when done (:meth:`~kenv.kernel.core.CPU.detach`).  One observer
 per CPU at a time.  The kernel calls it, when one is attached, at these
 places only (one ``is not None`` test each, nothing when none is attached):
@@ -56,27 +56,6 @@ class CpuObserver:
 
     def idle(self, now: int) -> None:
         """``__schedule()`` at ``now`` leaves this CPU idle."""
-
-
-class Disturbances(CpuObserver):
-    """An observer for which a task enqueued, an interrupt or a mutex waiter
-    on its CPU are all one thing, a disturbance: :meth:`disturb` with the kind
-    (``"enqueue"``, ``"irq"``, ``"mutex"``), its start and end, and the task
-    (enqueued or waiting; None for an interrupt)."""
-
-    __slots__ = ()
-
-    def disturb(self, kind: str, start: int, end: int, task: "Task | None" = None) -> None:
-        raise NotImplementedError
-
-    def task_enqueued(self, task: "Task", now: int) -> None:
-        self.disturb("enqueue", now, now, task)
-
-    def interrupt(self, start: int, end: int) -> None:
-        self.disturb("irq", start, end, None)
-
-    def mutex_wait(self, task: "Task", now: int) -> None:
-        self.disturb("mutex", now, now, task)
 
 
 class BusyLog(CpuObserver):
