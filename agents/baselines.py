@@ -104,17 +104,25 @@ class OraclePolicy(Policy):
         return self._action
 
 
-def run_episode(env: gym.Env, policy: Policy, seed: int, options: dict | None = None) -> tuple[float, dict, dict]:
-    """One episode; returns (return, summed reward components, last info)."""
+def run_episode(env: gym.Env, policy: Policy, seed: int, options: dict | None = None, *,
+                states: list | None = None, infos: list | None = None) -> tuple[float, dict, dict]:
+    """One episode; returns (return, summed reward components, last info).  With
+    ``states``, each step's (observation, action) is appended to it; with ``infos``,
+    each step's info."""
     obs, info = env.reset(seed=seed, options=options)
     policy.reset(env, obs, info)
     total = 0.0
     comps: dict[str, float] = {}
     while True:
-        obs, r, term, trunc, info = env.step(policy.act(obs, info))
+        a = policy.act(obs, info)
+        if states is not None:
+            states.append((np.array(obs, dtype=np.float32), a))
+        obs, r, term, trunc, info = env.step(a)
         total += r
         for c, v in info["reward_components"].items():
             comps[c] = comps.get(c, 0.0) + v
+        if infos is not None:
+            infos.append(info)
         if term or trunc:
             return total, comps, info
 

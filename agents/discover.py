@@ -98,7 +98,7 @@ import kenv
 from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
 
-from .baselines import Policy, StaticPolicy, make_policy, static_actions
+from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .evaluate import ci95
 from .plots import save_png
 from .train import (
@@ -181,24 +181,16 @@ def _counters(infos: list[dict]) -> dict:
 
 def play(env: gym.Env, policy: Policy, seed: int, options: dict | None = None,
          states: list | None = None) -> dict:
-    """One episode: its component sums (COMPONENTS order), its counters, its context label
-    and return; with ``states``, each step's (observation, action) appended to it."""
-    obs, info = env.reset(seed=seed, options=options)
-    ctx = context_label(env.unwrapped.scenario, varying_fields(env))
-    policy.reset(env, obs, info)
-    comps = np.zeros(len(COMPONENTS))
-    total, infos = 0.0, []
-    while True:
-        a = policy.act(obs, info)
-        if states is not None:
-            states.append((np.array(obs, dtype=np.float32), action_key(a)))
-        obs, r, term, trunc, info = env.step(a)
-        total += r
-        comps += [info["reward_components"][c] for c in COMPONENTS]
-        infos.append(info)
-        if term or trunc:
-            return {"components": comps.tolist(), "counters": _counters(infos), "context": ctx,
-                    "return": float(total)}
+    """One episode (:func:`run_episode`): its component sums (COMPONENTS order), its
+    counters, its context label and return; with ``states``, each step's
+    (observation, action key) appended to it."""
+    steps: list | None = [] if states is not None else None
+    infos: list = []
+    total, comps, _ = run_episode(env, policy, seed, options, states=steps, infos=infos)
+    if states is not None:
+        states.extend((obs, action_key(a)) for obs, a in steps)
+    return {"components": [comps.get(c, 0.0) for c in COMPONENTS], "counters": _counters(infos),
+            "context": context_label(env.unwrapped.scenario, varying_fields(env)), "return": float(total)}
 
 
 def signed_weights(profile: str) -> np.ndarray:
