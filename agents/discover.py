@@ -80,6 +80,7 @@ directory.  One process, one torch thread.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import json
@@ -111,6 +112,8 @@ DEFAULT_CONFIG = "ppo"
 #: held-out (and selection, and distillation) episodes per profile
 DEFAULT_SEEDS = 50
 MAX_SEEDS = 10_000
+#: what --seeds allows, the one statement of it (check_seeds, --help); a 95% interval needs 2 episodes
+SEEDS_ALLOWED = f"an integer in 2..{MAX_SEEDS} (a 95% interval needs at least 2 episodes)"
 SELECT_SEED = 3_000_000
 HELDOUT_SEED = 4_000_000
 DISTILL_SEED = 5_000_000
@@ -744,6 +747,21 @@ def write_figure(path: str, res: DiscoverResult) -> None:
 
 
 # ------------------------------------------------------------------------- main
+def check_seeds(seeds: Any) -> int:
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 2 <= seeds <= MAX_SEEDS:
+        raise ConfigError("--seeds", seeds, SEEDS_ALLOWED)
+    return seeds
+
+
+def seeds_arg(text: str) -> int:
+    """argparse ``type=`` of --seeds: :func:`check_seeds`, with its message."""
+    t = text.strip()
+    try:
+        return check_seeds(int(t) if t.isascii() and t.lstrip("+-").isdigit() and len(t) <= 30 else text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {e.allowed}") from None
+
+
 def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) -> list[str]:
     """Every argument checked before any work; the profiles to run."""
     if env_id not in registered_env_ids():
@@ -752,8 +770,7 @@ def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) 
         raise ConfigError("--actions", actions, "extended, default")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_TIMESTEPS):
         raise ConfigError("--steps", steps, f"an integer in 1..{MAX_TIMESTEPS}")
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 2 <= seeds <= MAX_SEEDS:
-        raise ConfigError("--seeds", seeds, f"an integer in 2..{MAX_SEEDS} (at least 2 for a 95% interval)")
+    check_seeds(seeds)
     profiles = available_profiles() if profile == "all" else [profile]
     for p in profiles:
         try:
@@ -818,9 +835,9 @@ def add_arguments(p) -> None:
                    help="the action set searched (default extended: every choice the env offers)")
     p.add_argument("--steps", type=cli_count, default=None,
                    help="training steps per profile (default: the shipped config's n_timesteps)")
-    p.add_argument("--seeds", type=cli_count, default=DEFAULT_SEEDS,
+    p.add_argument("--seeds", type=seeds_arg, default=DEFAULT_SEEDS,
                    help=f"held-out episodes per policy, and as many selection and distillation episodes "
-                        f"(default {DEFAULT_SEEDS}, at least 2)")
+                        f"(default {DEFAULT_SEEDS}; {SEEDS_ALLOWED})".replace("%", "%%"))
     p.add_argument("--train-seed", type=cli_seed, default=0, help="the training run's seed (default 0)")
     p.add_argument("--out", default=None, help="output directory (default runs/discover/<env>); a rerun "
                    "resumes a killed run")

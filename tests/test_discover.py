@@ -18,6 +18,7 @@ import kenv  # noqa: F401
 from kenv.agents import discover as dc
 from kenv.agents.baselines import StaticPolicy, make_policy, run_episode
 from kenv.cli import main
+from kenv.errors import ConfigError
 
 from kenv.envs.registration import ENVS as REGISTERED
 
@@ -166,6 +167,25 @@ def test_bad_values_exit_2_with_one_line(flag, value, tmp_path, capsys):
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and flag in err[0], err
+
+
+def test_seeds_has_one_range_in_every_message_and_the_help(tmp_path, capsys):
+    """--seeds 0 (below 1) and 1 (below 2) used to give two ranges (1..1e9 and 2..10000)."""
+    allowed = set()
+    for v in ("0", "1", "10001", "x"):
+        with pytest.raises(SystemExit):
+            main(["discover", "--env", "kenv/HwrngWait-v0", "--seeds", v, "--out", str(tmp_path / "o")])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        allowed.add(line.split("allowed: ", 1)[1])
+    with pytest.raises(ConfigError) as e:   # the Python API says the same
+        dc.check_seeds(1)
+    allowed.add(e.value.allowed)
+    assert allowed == {dc.SEEDS_ALLOWED} and "2..10000" in dc.SEEDS_ALLOWED
+    with pytest.raises(SystemExit):
+        main(["discover", "--help"])
+    assert "2..10000" in " ".join(capsys.readouterr().out.split())
+    assert dc.seeds_arg("2") == 2 and dc.seeds_arg(str(dc.MAX_SEEDS)) == dc.MAX_SEEDS
+    assert not (tmp_path / "o").exists()
 
 
 def test_without_scikit_learn_a_clear_error_names_the_extra(monkeypatch, tmp_path, capsys):
