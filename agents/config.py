@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from kenv.envs.config import load_yaml, packaged_names
+from kenv.envs.registration import check_env_id
 from kenv.errors import ConfigError
 
 #: Zoo keys that kenv train does not implement
@@ -129,13 +130,6 @@ def read_config_file(config: str | os.PathLike) -> tuple[dict, str]:
 
 def registered_env_ids() -> list[str]:
     return sorted(i for i in gym.registry if i.startswith("kenv/"))
-
-
-def check_env_id(env_id: Any) -> str:
-    ids = registered_env_ids()
-    if not isinstance(env_id, str) or env_id not in ids:
-        raise ConfigError("env", env_id, ", ".join(ids))
-    return env_id
 
 
 def config_env_ids(data: Mapping) -> list[str]:

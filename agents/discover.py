@@ -96,6 +96,7 @@ import gymnasium as gym
 import numpy as np
 
 import kenv
+from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
 
@@ -105,7 +106,7 @@ from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, action_key, atomic_write_json, atomic_write_text,
     context_label, env_slug, fingerprint, load_model, load_train_config, make_env, make_out_dir, read_json,
-    registered_env_ids, remove_stale_tmp, train, varying_fields,
+    remove_stale_tmp, train, varying_fields,
 )
 
 DEFAULT_CONFIG = "ppo"
@@ -764,8 +765,7 @@ def seeds_arg(text: str) -> int:
 
 def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) -> list[str]:
     """Every argument checked before any work; the profiles to run."""
-    if env_id not in registered_env_ids():
-        raise ConfigError("--env", env_id, ", ".join(registered_env_ids()))
+    check_env_id(env_id, "--env")
     if actions not in ("extended", "default"):
         raise ConfigError("--actions", actions, "extended, default")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_TIMESTEPS):

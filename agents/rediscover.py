@@ -84,6 +84,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 import kenv
+from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN
 from kenv.errors import ConfigError
 
@@ -657,8 +658,7 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
     t0 = time.perf_counter()
     env_ids = list(envs) if envs else registered_env_ids()
     for e in env_ids:
-        if e not in registered_env_ids():
-            raise ConfigError("--envs", e, ", ".join(registered_env_ids()))
+        check_env_id(e, "--envs")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
         raise ConfigError("--seeds", seeds, f"an integer in 1..{MAX_SEEDS}")
     if n_timesteps is not None and (isinstance(n_timesteps, bool) or not isinstance(n_timesteps, int)

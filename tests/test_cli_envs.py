@@ -102,3 +102,31 @@ def test_bench_warms_each_env_up_untimed(monkeypatch):
     (e,) = out.envs
     assert e["ratio_to_cartpole"] == 0.2            # median of 0.1 and 0.3: not the warm-up's 1e-6
     assert out.to_dict()["warmup_steps"] == 50
+
+
+def test_every_env_id_check_is_the_one_in_registration(monkeypatch, capsys):
+    """kenv.envs.registration.check_env_id is the single source: with its id list cut
+    short, argparse's --env, kenv bench, the agents' configs and commands all refuse the
+    removed id, with the same message (field, value, the ids)."""
+    import gymnasium as gym
+
+    from kenv.agents import discover, rediscover
+    from kenv.agents.config import load_train_config
+    from kenv.envs import registration
+    from kenv.envs.bench import run_bench
+    from kenv.errors import ConfigError
+
+    assert set(registration.ENV_IDS) == {i for i in gym.registry if i.startswith("kenv/")}
+    monkeypatch.setattr(registration, "ENV_IDS", ("kenv/HwrngWait-v0",))
+    gone = "kenv/Raid6Bench-v0"
+    calls = {"env": lambda: run_bench(5, [gone], warmup=0, rounds=1),
+             "env ": lambda: load_train_config("ppo", gone),
+             "--env": lambda: discover.check_args(gone, "balanced", "extended", None, 2),
+             "--envs": lambda: rediscover.rediscover([gone])}
+    for field, call in calls.items():
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert (e.value.field, e.value.value, e.value.allowed) == (field.strip(), gone, "kenv/HwrngWait-v0")
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--env", gone])
+    assert f"argument --env: got '{gone}'; allowed: kenv/HwrngWait-v0" in capsys.readouterr().err

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 
 from ..errors import ConfigError
-from .registration import ENVS
+from .registration import ENV_IDS, check_env_id
 
 #: alternating chunks per env (see the module doc)
 ROUNDS = 5
@@ -125,11 +125,9 @@ def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0
     if not isinstance(warmup, int) or warmup < 0:
         raise ConfigError("warmup", warmup, "an integer >= 0")
     rounds = min(rounds, steps)   # every chunk at least one step
-    known = [e[0] for e in ENVS]
     for env_id in env_ids or ():
-        if env_id not in known:
-            raise ConfigError("env", env_id, ", ".join(known))
-    ids = env_ids or known
+        check_env_id(env_id)
+    ids = env_ids or list(ENV_IDS)
     # warm-up (imports, first-call costs)
     steps_per_second("CartPole-v1", 200, seed)
     all_ref = []

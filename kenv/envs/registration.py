@@ -16,6 +16,8 @@ from types import MappingProxyType
 
 import gymnasium as gym
 
+from ..errors import ConfigError
+
 #: what ``kenv/Raid6Bench-v1`` turns on: CFS load balancing in the simulated
 #: kernel (kenv.kernel.balance; issue #30 part 1)
 RAID6BENCH_V1 = MappingProxyType({"load_balance": True})
@@ -50,12 +52,24 @@ def register_envs() -> None:
                          kwargs=dict(ENV_KWARGS.get(env_id, {})))
 
 
+#: every kenv environment id, in the order of :data:`ENVS`
+ENV_IDS = tuple(e[0] for e in ENVS)
+
+
+def check_env_id(env_id: object, field: str = "env") -> str:
+    """The one check of a kenv environment id (the CLIs' ``--env``, ``kenv bench``, the
+    agents' configs and commands): a ConfigError naming ``field``, the value and the ids."""
+    if not isinstance(env_id, str) or env_id not in ENV_IDS:
+        raise ConfigError(field, env_id, ", ".join(ENV_IDS))
+    return env_id
+
+
 def env_id_arg(text: str) -> str:
-    """argparse ``type=`` of --env: a kenv environment id."""
-    ids = [e[0] for e in ENVS]
-    if text not in ids:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {', '.join(ids)}")
-    return text
+    """argparse ``type=`` of --env: :func:`check_env_id`, with its message."""
+    try:
+        return check_env_id(text, "--env")
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {e.allowed}") from None
 
 
 def quiet_old_versions() -> None:
