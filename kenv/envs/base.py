@@ -10,6 +10,7 @@ reward profile and builds the observation.
 
 from __future__ import annotations
 
+import inspect
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -105,6 +106,18 @@ class KenvEnv(gym.Env):
         if d is not None:
             cls.DEFAULT_ACTIONS, cls.EXTENDED_ACTIONS = d.default, d.extended
             cls.ORIGINAL, cls.PRE_PATCH, cls.PATCHED = d.original, d.pre_patch, d.patched
+
+    def __new__(cls, *args, **kwargs):
+        """Refuse a keyword argument the env does not take with a ConfigError naming it,
+        its value and the env's keyword arguments (Python's TypeError names neither)."""
+        names = [p.name for c in cls.__mro__ if issubclass(c, KenvEnv) and "__init__" in c.__dict__
+                 for p in inspect.signature(c.__dict__["__init__"]).parameters.values()
+                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
+        for name, value in kwargs.items():
+            if name not in names:
+                raise ConfigError(name, value, f"none: {cls.__name__} ({cls.ENV_ID.rsplit('-v', 1)[0]}-v*) takes "
+                                  f"no {name}; its keyword arguments: {', '.join(dict.fromkeys(names))}")
+        return super().__new__(cls)
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
