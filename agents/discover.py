@@ -450,8 +450,9 @@ def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed:
     except ConfigError as e:
         if e.field != "--resume":
             raise
-        raise ConfigError("--out", out, "a new directory, or the --steps, --actions and --train-seed of the "
-                          "run already there (its training was made with others)") from None
+        raise ConfigError("--out", out, "a new directory, or the --steps, --actions, --train-seed and --profile "
+                          "(a YAML file's content included) of the run already there (its training was made "
+                          "with others)") from None
     t0 = time.perf_counter()
     model = load_model(run_dir, cfg.algo)
     env = make_env(cfg)

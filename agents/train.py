@@ -201,9 +201,27 @@ class TrainResult:
         return "\n".join(lines)
 
 
+#: env keyword arguments that may name a YAML file (kenv.envs.config.load_yaml)
+FILE_KWARGS = ("profile", "scenario")
+
+
 def fingerprint(cfg: TrainConfig, seed: int, args: TrainArgs) -> str:
+    """The run's identity for resuming.  An env keyword argument that names a YAML file
+    (a ``profile`` or ``scenario`` path) counts by the file's content, not its name:
+    an edited file is another run."""
     doc = {"env": cfg.env_id, "algo": cfg.algo, "seed": seed, "hyperparams": cfg.raw(),
            "eval_episodes": args.eval_episodes, "kenv": kenv.__version__}
+    files = {}
+    for k in FILE_KWARGS:
+        v = (cfg.env_kwargs or {}).get(k)
+        if isinstance(v, (str, os.PathLike)) and os.path.isfile(v):   # (load_yaml: a file before a name)
+            try:
+                with open(v, "rb") as f:
+                    files[k] = hashlib.sha256(f.read()).hexdigest()
+            except OSError:   # (the env's own load names the file and the reason)
+                files[k] = "unreadable"
+    if files:   # (absent otherwise: runs without such a file keep their fingerprints)
+        doc["env_kwargs_files"] = files
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

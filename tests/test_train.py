@@ -548,3 +548,26 @@ def test_ppo_rediscovers_the_patch_in_5_of_5_seeds(tmp_path, env_id, rediscovere
             misses.append(f"seed {row['seed']}: not the patched choice in {missed}; {row.get('note', '')}")
     print(f"{env_id}: patched choice learned in {seeds - len(misses)}/{seeds} seeds", *misses, sep="\n  ")
     assert seeds - len(misses) >= need, f"{env_id}: " + "; ".join(misses) + (f" (known: {why})" if why else "")
+
+
+@pytest.mark.parametrize("kwarg,packaged", [("profile", "configs/reward/balanced.yaml"),
+                                            ("scenario", "configs/scenarios/hwrng.yaml")])
+def test_a_yaml_path_in_env_kwargs_counts_by_its_content(tmp_path, kwarg, packaged):
+    """Resume caching (kenv train, kenv discover --profile PATH): editing the YAML a run
+    was made with gives another fingerprint, so the old run is not reused; the same
+    content at the same path gives the same one."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.join(root, packaged)
+    if not os.path.isfile(src):
+        pytest.skip(f"{packaged} not in this tree")
+    text = open(src, encoding="utf-8").read()
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    cfg = tr.load_train_config("ppo", "kenv/HwrngWait-v0")
+    cfg.env_kwargs = {kwarg: str(path)}
+    args = tr.TrainArgs(config="ppo", env="kenv/HwrngWait-v0", out=str(tmp_path / "run"))
+    first = tr.fingerprint(cfg, 0, args)
+    path.write_text(text + "\n# edited\n" if kwarg == "scenario" else text.replace("spin: 1.0", "spin: 3.0"))
+    edited = tr.fingerprint(cfg, 0, args)
+    path.write_text(text)
+    assert edited != first and tr.fingerprint(cfg, 0, args) == first
