@@ -81,6 +81,7 @@ directory.  One process, one torch thread.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -104,9 +105,9 @@ from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_ac
 from .evaluate import ci95
 from .plots import save_png
 from .train import (
-    MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, action_key, atomic_write_json, atomic_write_text,
-    context_label, env_slug, fingerprint, load_model, load_train_config, make_env, make_out_dir, read_json,
-    remove_stale_tmp, train, varying_fields,
+    MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
+    check_resumable, context_label, env_slug, fingerprint, load_model, load_train_config, make_env, make_out_dir,
+    read_json, remove_stale_tmp, train, varying_fields,
 )
 
 DEFAULT_CONFIG = "ppo"
@@ -427,32 +428,55 @@ LEARNED_KEYS = ("fingerprint", "profile", "train", "heldout", "counters", "actio
                 "rule_agreement", "rule_heldout", "rule_counters")
 
 
-def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
-                out: str) -> dict:
-    """Train (or resume) PPO under ``profile`` on the extended set, then play the saved
-    model on the held-out episodes, distil it and play the rule (cached in
-    ``<out>/<profile>/learned.json``)."""
+def train_setup(env_id: str, profile: str, actions: Any, train_seed: int, steps: int | None,
+                out: str) -> tuple[TrainConfig, TrainArgs]:
+    """The training run of one profile: its config and its arguments (``<out>/<profile>/train``)."""
     cfg = load_train_config(DEFAULT_CONFIG, env_id)
     cfg.env_kwargs = {"actions": actions, "profile": profile}
     if steps is not None:
         cfg.n_timesteps = int(steps)
-    pdir = os.path.join(out, _profile_slug(profile))
-    run_dir = os.path.join(pdir, "train")
-    targs = TrainArgs(config=DEFAULT_CONFIG, env=env_id, algo=cfg.algo, seed=train_seed, out=run_dir, resume=True)
-    fp = _fp({"train": fingerprint(cfg, train_seed, targs), "seeds": seeds, "depth": RULE_DEPTH,
-              "seeds_at": [HELDOUT_SEED, DISTILL_SEED], "format": FORMAT})
-    path = os.path.join(pdir, "learned.json")
-    doc = read_json(path)
-    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in LEARNED_KEYS):
-        return doc
+    run_dir = os.path.join(out, _profile_slug(profile), "train")
+    return cfg, TrainArgs(config=DEFAULT_CONFIG, env=env_id, algo=cfg.algo, seed=train_seed, out=run_dir,
+                          resume=True)
+
+
+@contextlib.contextmanager
+def refusing_other_training(out: str):
+    """A training run in ``out`` made with other flags: the error names --out."""
     try:
-        res = train(targs, cfg, log=lambda s: None)
+        yield
     except ConfigError as e:
         if e.field != "--resume":
             raise
         raise ConfigError("--out", out, "a new directory, or the --steps, --actions, --train-seed and --profile "
                           "(a YAML file's content included) of the run already there (its training was made "
                           "with others)") from None
+
+
+def check_trainings(env_id: str, profiles: Sequence[str], actions: Any, train_seed: int, steps: int | None,
+                    out: str) -> None:
+    """Refuse, before any work, a rerun whose training runs in ``out`` were made with other flags."""
+    for p in profiles:
+        cfg, targs = train_setup(env_id, p, actions, train_seed, steps, out)
+        with refusing_other_training(out):
+            check_resumable(targs.out, fingerprint(cfg, train_seed, targs))
+
+
+def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
+                out: str) -> dict:
+    """Train (or resume) PPO under ``profile`` on the extended set, then play the saved
+    model on the held-out episodes, distil it and play the rule (cached in
+    ``<out>/<profile>/learned.json``)."""
+    cfg, targs = train_setup(env_id, profile, actions, train_seed, steps, out)
+    run_dir, pdir = targs.out, os.path.dirname(targs.out)
+    fp = _fp({"train": fingerprint(cfg, train_seed, targs), "seeds": seeds, "depth": RULE_DEPTH,
+              "seeds_at": [HELDOUT_SEED, DISTILL_SEED], "format": FORMAT})
+    path = os.path.join(pdir, "learned.json")
+    doc = read_json(path)
+    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in LEARNED_KEYS):
+        return doc
+    with refusing_other_training(out):
+        res = train(targs, cfg, log=lambda s: None)
     t0 = time.perf_counter()
     model = load_model(run_dir, cfg.algo)
     env = make_env(cfg)
@@ -795,6 +819,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     make_out_dir(out, "--out")
     with DirLock(out, "--out"):
         remove_stale_tmp(out)
+        check_trainings(env_id, profiles, acts, train_seed, steps, out)
         static = static_job(env_id, acts, seeds, os.path.join(out, "static.json"))
         log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection episodes "
             f"({static['wall_s']:.1f}s)")

@@ -225,6 +225,19 @@ def fingerprint(cfg: TrainConfig, seed: int, args: TrainArgs) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def check_resumable(run_dir: str, fp: str) -> bool:
+    """Whether ``run_dir`` holds a run to resume (False: absent or empty); a ConfigError
+    (field ``--resume``) when the run there was made with another fingerprint."""
+    if not os.path.isdir(run_dir) or not any(f != LOCK_NAME for f in os.listdir(run_dir)):
+        return False
+    run = read_run_yaml_checked(run_dir)
+    if run is None or run.get("fingerprint") != fp:
+        raise ConfigError("--resume", run_dir, "a run dir made with the same config, env, algo and seed "
+                          f"(its run.yaml has fingerprint {None if run is None else run.get('fingerprint')}, "
+                          f"this config gives {fp}); use another --out")
+    return True
+
+
 def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
@@ -265,11 +278,7 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     if existing and not args.resume:
         raise ConfigError("--out", run_dir, "a new or empty directory (pass --resume to continue the run in it)")
     if existing:
-        run = read_run_yaml_checked(run_dir)
-        if run is None or run.get("fingerprint") != fp:
-            raise ConfigError("--resume", run_dir, "a run dir made with the same config, env, algo and seed "
-                              f"(its run.yaml has fingerprint {None if run is None else run.get('fingerprint')}, "
-                              f"this config gives {fp}); use another --out")
+        check_resumable(run_dir, fp)
         remove_stale_tmp(run_dir)
         for d in ("checkpoints", "logs", "monitor"):
             p = os.path.join(run_dir, d)

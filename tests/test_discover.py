@@ -188,6 +188,32 @@ def test_seeds_has_one_range_in_every_message_and_the_help(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag,value", [("--steps", "1024"), ("--train-seed", "1"), ("--actions", "default")])
+def test_a_rerun_with_other_training_flags_is_refused_before_any_work(tmp_path, capsys, flag, value):
+    """The state a first run (--steps 512, train seed 0, extended actions) leaves in
+    <out>/balanced/train is its run.yaml; a rerun with another training flag is refused
+    with one line naming --out, before the static phase writes anything."""
+    pytest.importorskip("sklearn")
+    import yaml
+
+    out = tmp_path / "d"
+    first = {"--steps": "512", "--train-seed": "0", "--actions": "extended"}
+    acts = dc.action_set("kenv/HwrngWait-v0", "extended")
+    cfg, targs = dc.train_setup("kenv/HwrngWait-v0", "balanced", acts, 0, 512, str(out))
+    os.makedirs(targs.out)
+    (tmp_path / "d" / "balanced" / "train" / "run.yaml").write_text(
+        yaml.safe_dump({"env": "kenv/HwrngWait-v0", "fingerprint": dc.fingerprint(cfg, 0, targs)}))
+    # the same flags are the first run's: nothing refused
+    dc.check_trainings("kenv/HwrngWait-v0", ["balanced"], acts, 0, 512, str(out))
+    argv = {**first, flag: value, "--env": "kenv/HwrngWait-v0", "--profile": "balanced", "--seeds": "2",
+            "--out": str(out)}
+    with pytest.raises(SystemExit) as e:
+        main(["discover"] + [x for kv in argv.items() for x in kv] + ["--no-plots"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "--out" in err[0] and "--steps, --actions" in err[0], err
+    assert sorted(set(os.listdir(out)) - {".lock"}) == ["balanced"]   # no static.json: nothing was done
+
+
 def test_without_scikit_learn_a_clear_error_names_the_extra(monkeypatch, tmp_path, capsys):
     import importlib.util
 
