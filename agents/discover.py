@@ -18,7 +18,8 @@ kernel offers; :func:`action_set`) on held-out episodes:
     patched`` holds by construction;
 ``learned``
     PPO trained with the shipped config (``configs/train/ppo.yaml``, the env's block) on
-    the extended set under the profile (``--steps`` overrides its budget), then its
+    the extended set under the profile (``--steps`` overrides its budget, rounded up to
+    whole rollouts: :func:`whole_rollouts`), then its
     deterministic policy.
 
 and three more rows: ``best_accepted`` (the best static action on the selection
@@ -74,7 +75,7 @@ directory.  One process, one torch thread.
 
 ``--json`` keys (stable): ``{"env", "actions", "seeds", "profiles": [{"profile", "patched",
 "best_static", "learned", "rule", "rule_agreement", "beats_patch", "beats_best_static",
-...}], ...}``; each policy: ``{"policy", "return_mean", "return_ci95", "components",
+"steps_trained", "steps_asked", "rollout_steps", ...}], ...}``; each policy: ``{"policy", "return_mean", "return_ci95", "components",
 "counters", ...}``.
 """
 
@@ -428,13 +429,31 @@ LEARNED_KEYS = ("fingerprint", "profile", "train", "heldout", "counters", "actio
                 "rule_agreement", "rule_heldout", "rule_counters")
 
 
+#: PPO's n_steps when a config block does not set it (stable-baselines3's default)
+PPO_N_STEPS = 2048
+
+
+def rollout_steps(cfg: TrainConfig) -> int:
+    """Env steps in one PPO rollout: n_envs x n_steps.  PPO trains whole rollouts only."""
+    return cfg.n_envs * int(cfg.hyperparams.get("n_steps", PPO_N_STEPS))
+
+
+def whole_rollouts(cfg: TrainConfig, steps: int) -> int:
+    """``steps`` rounded up to whole rollouts: what PPO trains for ``--steps``.  The budget
+    is set to it, not left for PPO to overshoot: a ``lin_`` learning-rate schedule counts
+    down to 0 at the budget, and past it the rate turns negative (``--steps 64`` on
+    HwrngWait-v0 trained one 512-step rollout at -7 x 3e-3, ascending the loss)."""
+    r = rollout_steps(cfg)
+    return -(-steps // r) * r
+
+
 def train_setup(env_id: str, profile: str, actions: Any, train_seed: int, steps: int | None,
                 out: str) -> tuple[TrainConfig, TrainArgs]:
     """The training run of one profile: its config and its arguments (``<out>/<profile>/train``)."""
     cfg = load_train_config(DEFAULT_CONFIG, env_id)
     cfg.env_kwargs = {"actions": actions, "profile": profile}
     if steps is not None:
-        cfg.n_timesteps = int(steps)
+        cfg.n_timesteps = whole_rollouts(cfg, int(steps))
     run_dir = os.path.join(out, _profile_slug(profile), "train")
     return cfg, TrainArgs(config=DEFAULT_CONFIG, env=env_id, algo=cfg.algo, seed=train_seed, out=run_dir,
                           resume=True)
@@ -451,6 +470,23 @@ def refusing_other_training(out: str):
         raise ConfigError("--out", out, "a new directory, or the --steps, --actions, --train-seed and --profile "
                           "(a YAML file's content included) of the run already there (its training was made "
                           "with others)") from None
+
+
+def training_budget(env_id: str, steps: int | None) -> dict:
+    """What --steps asked (None: the config's budget) and the rollout it is rounded up to."""
+    cfg = load_train_config(DEFAULT_CONFIG, env_id)
+    return {"steps_asked": steps, "rollout_steps": rollout_steps(cfg),
+            "rollout": f"n_envs x n_steps = {cfg.n_envs} x {cfg.hyperparams.get('n_steps', PPO_N_STEPS)}"}
+
+
+def training_text(e: dict) -> str:
+    """One line on the training budget of a profile entry."""
+    n = e["steps_trained"] // e["rollout_steps"]
+    line = (f"PPO trained {e['steps_trained']:,} steps: {n} whole rollout{'s' if n != 1 else ''} of "
+            f"{e['rollout']} = {e['rollout_steps']:,}")
+    if e["steps_asked"] is not None and e["steps_asked"] != e["steps_trained"]:
+        line += f" (--steps {e['steps_asked']:,} rounded up to whole rollouts)"
+    return line
 
 
 def check_trainings(env_id: str, profiles: Sequence[str], actions: Any, train_seed: int, steps: int | None,
@@ -578,9 +614,10 @@ def refusals(row: dict, labels_used: Sequence[str]) -> list[str]:
     return out
 
 
-def profile_report(profile: str, held: dict, choice: dict, learned: dict, patched_label: str) -> dict:
+def profile_report(profile: str, held: dict, choice: dict, learned: dict, patched_label: str,
+                   budget: dict) -> dict:
     """The per-profile entry of discover.json (``held``: :func:`heldout_job`; ``choice``:
-    :func:`choose_static`)."""
+    :func:`choose_static`; ``budget``: :func:`training_budget`)."""
     w = signed_weights(profile)
     rows = held["actions"]
 
@@ -615,6 +652,7 @@ def profile_report(profile: str, held: dict, choice: dict, learned: dict, patche
         cmp["best_accepted - patched"] = paired(accepted, patched)
         cmp["learned - best_accepted"] = paired(lrn, accepted)
     entry = {"profile": profile, "patched": patched, "best_static": best_static, "learned": lrn,
+             "steps_trained": learned["train"]["steps"], **budget,
              "rule": learned["rule"], "rule_agreement": learned["rule_agreement"],
              "beats_patch": cmp["learned - patched"]["beats"],
              "beats_best_static": cmp["learned - best_static"]["beats"],
@@ -689,7 +727,7 @@ class DiscoverResult:
         lines = [f"kenv discover {self.env}: {self.seeds} held-out episodes (seeds {HELDOUT_SEED}+), "
                  f"out {self.out}"]
         for e in self.profiles:
-            lines += ["", f"profile {e['profile']}", _table(e)]
+            lines += ["", f"profile {e['profile']}", _table(e), training_text(e)]
             lines.append("rule (agreement with the network on held-out states "
                          f"{100 * e['rule_agreement']:.1f}%):")
             lines += ["  " + r for r in e["rule"].splitlines()]
@@ -727,7 +765,7 @@ def format_markdown(res: DiscoverResult) -> str:
              "episodes (mean paired difference minus its interval > 0).", "",
              "Action set: `" + json.dumps(res.actions) + "`", ""]
     for e in d["profiles"]:
-        lines += [f"## profile `{e['profile']}`", "", "```", _table(e), "```", "",
+        lines += [f"## profile `{e['profile']}`", "", "```", _table(e), "```", "", training_text(e) + ".", "",
                   f"Rule (agrees with the network on {100 * e['rule_agreement']:.1f}% of "
                   f"{e['heldout_states']} held-out states; fitted on {e['distill_states']}):", ""]
         lines += [f"- {r}" for r in e["rule"].splitlines()]
@@ -837,7 +875,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
             lj = learned_job(env_id, p, acts, seeds, train_seed, steps, out)
             log(f"{env_id} profile {p}: trained {lj['train']['steps']} steps ({lj['train']['wall_s']:.1f}s), "
                 f"evaluated and distilled ({lj['eval_wall_s']:.1f}s)")
-            entries.append(profile_report(p, held, choices[p], lj, patched_label))
+            entries.append(profile_report(p, held, choices[p], lj, patched_label, training_budget(env_id, steps)))
         res = DiscoverResult(env_id, acts, seeds, out, entries, static["wall_s"] + held["wall_s"])
         res.files = {"json": os.path.join(out, "discover.json"), "md": os.path.join(out, "discover.md")}
         if plots:
@@ -860,7 +898,9 @@ def add_arguments(p) -> None:
     p.add_argument("--actions", default="extended", choices=("extended", "default"),
                    help="the action set searched (default extended: every choice the env offers)")
     p.add_argument("--steps", type=cli_count, default=None,
-                   help="training steps per profile (default: the shipped config's n_timesteps)")
+                   help="training steps per profile (default: the shipped config's n_timesteps), rounded up to "
+                        "whole PPO rollouts of n_envs x n_steps env steps (512; Kernel: 256): --steps 64 trains "
+                        "512; the steps trained are in the report and --json (steps_trained)")
     p.add_argument("--seeds", type=seeds_arg, default=DEFAULT_SEEDS,
                    help=f"held-out episodes per policy, and as many selection and distillation episodes "
                         f"(default {DEFAULT_SEEDS}; {SEEDS_ALLOWED})".replace("%", "%%"))

@@ -85,12 +85,17 @@ def _strip_times(doc):
 def test_discover_brief_structure_and_oracle(tmp_path, capsys):
     pytest.importorskip("sklearn")
     out = tmp_path / "d"
-    code = main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "512",
+    # --steps 64 is less than one rollout (8 x 64): PPO trains 512, and the report says so
+    code = main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64",
                  "--seeds", "3", "--out", str(out), "--json", "--no-plots"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["env"] == "kenv/HwrngWait-v0" and doc["seeds"] == 3
     [e] = doc["profiles"]
+    assert (e["steps_trained"], e["steps_asked"], e["rollout_steps"]) == (512, 64, 512)
+    assert e["learned"]["train"]["steps"] == 512 and e["learned"]["policy"] == "PPO (512 steps)"
+    assert "PPO trained 512 steps: 1 whole rollout of n_envs x n_steps = 8 x 64 = 512 (--steps 64 rounded up" \
+        in (out / "discover.md").read_text()
     for k in ("profile", "patched", "best_static", "learned", "rule", "rule_agreement", "beats_patch",
               "beats_best_static"):
         assert k in e, k
@@ -117,7 +122,7 @@ def test_discover_brief_structure_and_oracle(tmp_path, capsys):
         assert (out / f).is_file()
     assert not (out / "discover.png").exists()
     # a rerun reads everything back (nothing retrained) and gives the same report
-    assert main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "512",
+    assert main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64",
                  "--seeds", "3", "--out", str(out), "--json", "--no-plots"]) == 0
     assert _strip_times(json.loads(capsys.readouterr().out)) == _strip_times(doc)
 
@@ -212,6 +217,22 @@ def test_a_rerun_with_other_training_flags_is_refused_before_any_work(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "--out" in err[0] and "--steps, --actions" in err[0], err
     assert sorted(set(os.listdir(out)) - {".lock"}) == ["balanced"]   # no static.json: nothing was done
+
+
+@pytest.mark.parametrize("env_id,steps,budget", [
+    ("kenv/HwrngWait-v0", 1, 512), ("kenv/HwrngWait-v0", 64, 512), ("kenv/HwrngWait-v0", 512, 512),
+    ("kenv/HwrngWait-v0", 600, 1024), ("kenv/Kernel-v0", 300, 512), ("kenv/Kernel-v1", 256, 256),
+    ("kenv/Raid6Bench-v0", None, 10240),
+])
+def test_steps_round_up_to_whole_rollouts_before_training(env_id, steps, budget, tmp_path):
+    """The training budget is --steps rounded up to whole rollouts (n_envs x n_steps), set
+    before training: a lin_ schedule then ends at 0 at the last step trained instead of
+    going negative past a budget PPO overshoots."""
+    cfg, _ = dc.train_setup(env_id, "balanced", None, 0, steps, str(tmp_path))
+    assert cfg.n_timesteps == budget and cfg.n_timesteps % dc.rollout_steps(cfg) == 0
+    b = dc.training_budget(env_id, steps)
+    assert b["steps_asked"] == steps and b["rollout_steps"] == dc.rollout_steps(cfg)
+    assert ("rounded up" in dc.training_text({**b, "steps_trained": budget})) == (steps not in (None, budget))
 
 
 def test_without_scikit_learn_a_clear_error_names_the_extra(monkeypatch, tmp_path, capsys):
