@@ -117,6 +117,8 @@ DEFAULT_SEEDS = 50
 MAX_SEEDS = 10_000
 #: what --seeds allows, the one statement of it (check_seeds, --help); a 95% interval needs 2 episodes
 SEEDS_ALLOWED = f"an integer in 2..{MAX_SEEDS} (a 95% interval needs at least 2 episodes)"
+#: what --steps allows (check_steps; it is rounded up to whole rollouts, :func:`whole_rollouts`)
+STEPS_ALLOWED = f"an integer in 1..{MAX_TIMESTEPS}"
 SELECT_SEED = 3_000_000
 HELDOUT_SEED = 4_000_000
 DISTILL_SEED = 5_000_000
@@ -817,13 +819,25 @@ def check_seeds(seeds: Any) -> int:
     return seeds
 
 
-def seeds_arg(text: str) -> int:
-    """argparse ``type=`` of --seeds: :func:`check_seeds`, with its message."""
-    t = text.strip()
-    try:
-        return check_seeds(int(t) if t.isascii() and t.lstrip("+-").isdigit() and len(t) <= 30 else text)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {e.allowed}") from None
+def check_steps(steps: Any) -> int | None:
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_TIMESTEPS):
+        raise ConfigError("--steps", steps, STEPS_ALLOWED)
+    return steps
+
+
+def _cli_arg(check: Callable[[Any], Any]) -> Callable[[str], Any]:
+    """argparse ``type=`` from a ``check_*``: an integer's text checked by it, with its message."""
+    def parse(text: str) -> Any:
+        t = text.strip()
+        try:
+            return check(int(t) if t.isascii() and t.lstrip("+-").isdigit() and len(t) <= 30 else text)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {e.allowed}") from None
+    return parse
+
+
+#: argparse ``type=`` of --seeds and --steps
+seeds_arg, steps_arg = _cli_arg(check_seeds), _cli_arg(check_steps)
 
 
 def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) -> list[str]:
@@ -831,8 +845,7 @@ def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) 
     check_env_id(env_id, "--env")
     if actions not in ("extended", "default"):
         raise ConfigError("--actions", actions, "extended, default")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_TIMESTEPS):
-        raise ConfigError("--steps", steps, f"an integer in 1..{MAX_TIMESTEPS}")
+    check_steps(steps)
     check_seeds(seeds)
     profiles = available_profiles() if profile == "all" else [profile]
     for p in profiles:
@@ -890,14 +903,14 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
 # -------------------------------------------------------------------------- CLI
 def add_arguments(p) -> None:
     from kenv.envs.registration import env_id_arg
-    from kenv.schema import cli_count, cli_seed
+    from kenv.schema import cli_seed
 
     p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
     p.add_argument("--profile", default="all", help="reward profile (balanced, latency, throughput, a YAML path) "
                    "or all (default)")
     p.add_argument("--actions", default="extended", choices=("extended", "default"),
                    help="the action set searched (default extended: every choice the env offers)")
-    p.add_argument("--steps", type=cli_count, default=None,
+    p.add_argument("--steps", type=steps_arg, default=None,
                    help="training steps per profile (default: the shipped config's n_timesteps), rounded up to "
                         "whole PPO rollouts of n_envs x n_steps env steps (512; Kernel: 256): --steps 64 trains "
                         "512; the steps trained are in the report and --json (steps_trained)")

@@ -235,6 +235,22 @@ def test_steps_round_up_to_whole_rollouts_before_training(env_id, steps, budget,
     assert ("rounded up" in dc.training_text({**b, "steps_trained": budget})) == (steps not in (None, budget))
 
 
+def test_steps_has_one_range_in_every_message(tmp_path, capsys):
+    """--steps 0 was argparse's generic count (1..1e9), discover(steps=...) said 1..1e12."""
+    allowed = set()
+    for v in ("0", str(dc.MAX_TIMESTEPS + 1), "x"):
+        with pytest.raises(SystemExit):
+            main(["discover", "--env", "kenv/HwrngWait-v0", "--steps", v, "--out", str(tmp_path / "o")])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        allowed.add(line.split("allowed: ", 1)[1])
+    for v in (0, 1.5, True):
+        with pytest.raises(ConfigError) as e:
+            dc.check_args("kenv/HwrngWait-v0", "balanced", "extended", v, 2)
+        allowed.add(e.value.allowed)
+    assert allowed == {dc.STEPS_ALLOWED} and dc.steps_arg("1") == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_without_scikit_learn_a_clear_error_names_the_extra(monkeypatch, tmp_path, capsys):
     import importlib.util
 
