@@ -10,7 +10,10 @@ bucket boundary of its level, so a timer never fires early:
 * level 1 (delta < 504): fires at the smallest multiple of 8 strictly greater
   than ``E``; level 2 (delta < 4032): of 64; and so on.
 
-Expired timers run from TIMER_SOFTIRQ on the CPU whose base holds them.
+Expired timers run from TIMER_SOFTIRQ on the CPU whose base holds them: on
+the way out of the tick's interrupt, or, on PREEMPT_RT with the interrupt
+threads simulated (``Kernel(irq_threads=True)``), in that CPU's ``ktimers/N``
+or ``ksoftirqd/N`` thread (:mod:`kenv.kernel.irq`).
 """
 
 from __future__ import annotations
@@ -190,6 +193,11 @@ class TimerWheel:
 
     def _run(self, timer: timer_list) -> None:
         k = self.k
+        if k.irq is not None:
+            # run_local_timers() raised TIMER_SOFTIRQ in the tick's hard IRQ:
+            # its thread runs __run_timers() -> call_timer_fn()
+            k.irq.raise_timer_softirq(timer.cpu, timer.cost_ns, self._call_timer_fn, timer)
+            return
         rec = k.engine.recorder
         if rec is None:
             k.run_softirq(timer.cpu, "TIMER", timer.cost_ns, timer.function, timer, label=timer.name)
@@ -200,3 +208,8 @@ class TimerWheel:
         # timer_expire_entry .. timer_expire_exit, inside the TIMER softirq
         rec.slice("timer", (k.name, cpu), timer.name, start, end, timer=rec.ref(timer),
                   function=timer.name, expires=expires, now=k.jiffies_at(start), baseclk=baseclk)
+
+    def _call_timer_fn(self, timer: timer_list) -> None:
+        """call_timer_fn() in the timer softirq's thread (its CPU time was run before)."""
+        self.k.trace_instant(timer.cpu, "timer_expire", function=timer.name, expires=timer.expires)
+        timer.function(timer)

@@ -24,7 +24,9 @@ exactly -- the same state, at the same times, as every round trip simulated.
 Where it cannot (a timer or an interrupt at the very nanosecond a round trip
 ends, a rare event it has not learned, the engine's ``until`` inside the
 stretch, tracing on), the plan stops before that round trip and the detailed
-simulation runs it.  What was learned lives in a :class:`QperfLearned` owned
+simulation runs it.  On PREEMPT_RT with the forced interrupt threads simulated
+(``Kernel(irq_threads=True)``, :mod:`kenv.kernel.irq`) it declines every jump:
+the detailed simulation runs every round trip.  What was learned lives in a :class:`QperfLearned` owned
 by whoever runs the simulation, bounded (least recently used tables
 forgotten), keyed by everything a round trip depends on: no figure depends on
 what ran before in the process.
@@ -304,10 +306,11 @@ class QperfLearned:
         self._steady_rtt.clear()
 
 
-def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int) -> tuple:
+def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_threads: bool = False) -> tuple:
     """What a qperf round trip depends on besides the CPU and the message size:
-    both hosts' NIC, stack and scheduler costs, HZ, preemption model and CPU count."""
-    return nic, stack, costs, hz, preempt, nr_cpus
+    both hosts' NIC, stack and scheduler costs, HZ, preemption model, CPU count
+    and whether the forced interrupt threads are simulated."""
+    return nic, stack, costs, hz, preempt, nr_cpus, bool(irq_threads)
 
 
 def _deltas(before: tuple, after: tuple) -> tuple:
@@ -360,6 +363,12 @@ class QperfFastForward:
         self._tick_measuring: TickCheck | None = None
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
         self.stats = FastForwardStats()
+        #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): none of
+        #: the round trips above was learned with irq/N and ktimers/ksoftirqd in it,
+        #: so the fast-forward declines every jump (it still measures the steady
+        #: round trip, the environments' latency reference) and the detailed
+        #: simulation runs every round trip
+        self.declines = any(ep.k.irq is not None for ep in (self.client, self.server))
 
     @property
     def jumping(self) -> bool:
@@ -438,6 +447,8 @@ class QperfFastForward:
         clean = owed == NO_REFILLS
         fresh, self.fresh = self.fresh, False
         if self.steady is not None:
+            if self.declines:
+                return 0
             # measured already (only a new size measures again, from a fresh
             # ``prev``): no snapshot needed
             if self._refill_measuring is not None:
@@ -478,7 +489,7 @@ class QperfFastForward:
         self.busy = busy if busy is not None and busy == self._busy_candidate else None
         self._stop_busy_log()
         self._learned["busy"][STEADY] = self.busy
-        return self._plan_jump(t)
+        return 0 if self.declines else self._plan_jump(t)
 
     def _busy_log(self, t: int, clean: bool) -> tuple | None:
         """During the measurement: the busy stretches of both CPUs since the
@@ -944,7 +955,8 @@ class QperfFastForward:
         self.steady_size = size
         self._refill_measuring = self._trigger_measuring = self._tick_measuring = None
         k = self.client.k
-        key = machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.pair.cpu, size)
+        key = (machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, k.irq is not None)
+               + (self.pair.cpu, size))
         table = self._learned = self.wl.learned.table(key)
         self.steadies = TwiceAlike(table["steady"])
         self.refills = TwiceAlike(table["refill"])
