@@ -1,0 +1,161 @@
+"""PREEMPT_RT's forced interrupt threads and timer-softirq threads (kenv.kernel.irq),
+from the kernel's rules: kernel/irq/manage.c (irq_thread(), sched_set_fifo() at
+MAX_RT_PRIO / 2), kernel/softirq.c (NET_RX at the thread's local_bh_enable(),
+TIMER_SOFTIRQ in ktimers/N or ksoftirqd/N)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kenv.kernel.core import BLOCK, SCHED_FIFO, SCHED_NORMAL, Kernel, Run, SchedCosts
+from kenv.kernel.irq import IRQ_THREAD_PRIO, KTIMERS_PRIO, MAX_RT_PRIO, timer_softirq_thread
+from kenv.kernel.timer import timer_list
+from kenv.platforms import get_platform
+from kenv.sim.engine import Engine
+from kenv.workloads.qperf import QperfTcpLat, irq_randomness_factory
+
+COSTS = SchedCosts(wakeup_ns=2_000, context_switch_ns=1_500)
+
+
+def _kernel(preempt: str, irq_threads: bool = True, kernel_version: str | None = "6.1") -> Kernel:
+    return Kernel(Engine(), nr_cpus=2, hz=1000, preempt=preempt, costs=COSTS,
+                  kernel_version=kernel_version, irq_threads=irq_threads)
+
+
+def _hog(k: Kernel, cpu: int = 0):
+    """A CFS task that runs without end on ``cpu``."""
+    def body(task):
+        while True:
+            yield Run(1_000_000)
+    return k.kthread_run(body, "hog", cpu=cpu)
+
+
+def test_irq_thread_priority_is_max_rt_prio_half():
+    assert MAX_RT_PRIO == 100 and IRQ_THREAD_PRIO == 50 and KTIMERS_PRIO == 1
+
+
+def test_nic_interrupt_wakes_irq_thread_that_preempts_cfs_task():
+    k = _kernel("rt")
+    hog = _hog(k)
+    k.run(until=100_000)
+    assert k.cpus[0].curr is hog
+    seen = {}
+
+    def net_rx():
+        seen["task"] = k.cpus[0].curr
+        seen["t"] = k.now
+
+    t_irq = k.now
+    k.hardirq(0, 1_000, k.irq.irq_wake_thread, 0, "mlx4-ib0", 5_000, net_rx, name="mlx4-ib0")
+    k.run(until=200_000)
+    th = seen["task"]
+    assert th.comm.startswith("irq/") and th.comm.endswith("-mlx4-ib0")
+    assert th.policy == SCHED_FIFO and th.rt_priority == 50
+    assert hog.nivcsw >= 1                      # preempted by the thread
+    # after the hard part (1 us), a context switch, then NET_RX's 5 us in the thread
+    assert seen["t"] == t_irq + 1_000 + COSTS.context_switch_ns + 5_000
+    assert th.state == "S" and k.cpus[0].curr is hog   # it slept again; the hog is back
+
+
+def test_full_has_no_irq_threads_and_steals():
+    k = _kernel("full")
+    assert k.irq is None
+    hog = _hog(k)
+    k.run(until=100_000)
+    k.run_softirq(0, "NET_RX", 5_000, None)
+    k.run(until=200_000)
+    assert hog.nivcsw == 0 and not any(t.comm.startswith("irq/") for t in k.tasks)
+
+
+def test_irq_threads_off_on_rt_steals_as_before():
+    k = _kernel("rt", irq_threads=False)
+    assert k.irq is None
+
+
+@pytest.mark.parametrize("version, comm, policy, prio", [
+    ("6.1", "ktimers/1", SCHED_FIFO, 1), ("5.15", "ksoftirqd/1", SCHED_NORMAL, 0)])
+def test_timer_function_runs_in_its_softirq_thread(version, comm, policy, prio):
+    k = _kernel("rt", kernel_version=version)
+    ran = {}
+
+    def fn(timer):
+        ran["task"] = k.cpus[1].curr
+        ran["t"] = k.now
+
+    tm = timer_list(fn, cost_ns=600, name="mix")
+    tm.expires = k.jiffies
+    k.timers.add_timer_on(tm, 1)
+    k.run(until=3 * k.TICK_NSEC)
+    th = ran["task"]
+    assert th.comm == comm and th.policy == policy and th.rt_priority == prio
+    # the next tick, then an idle CPU's wakeup and a switch, then the callback's 600 ns
+    assert ran["t"] == k.TICK_NSEC + COSTS.wakeup_ns + COSTS.context_switch_ns + 600
+
+
+def test_ktimers_preempts_cfs_ksoftirqd_does_not_at_once():
+    for version, preempted in (("6.1", True), ("5.15", False)):
+        k = _kernel("rt", kernel_version=version)
+        hog = _hog(k, cpu=1)
+        k.run(until=k.TICK_NSEC // 2)
+        tm = timer_list(lambda t: None, cost_ns=600)
+        tm.expires = k.jiffies
+        k.timers.add_timer_on(tm, 1)
+        k.run(until=k.TICK_NSEC + 50_000)
+        # ktimers (FIFO 1) preempts the CFS hog at once; ksoftirqd (nice 0) waits for
+        # CFS: a hog that has run half a tick is not behind by the wakeup granularity
+        assert (hog.nivcsw >= 1) == preempted, version
+
+
+def test_timer_softirq_thread_by_version():
+    assert timer_softirq_thread("5.15") == "ksoftirqd"
+    assert timer_softirq_thread("5.16") == "ktimers"
+    assert timer_softirq_thread("6.1") == "ktimers"
+    assert timer_softirq_thread(None) == "ktimers"
+
+
+def _qperf(preempt, irq_threads, deferral="timer", mode="aggregated"):
+    plat = get_platform("x86-ib40g")
+    return QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, deferral=deferral), preempt=preempt,
+                       rng=np.random.default_rng(0), mode=mode, irq_threads=irq_threads)
+
+
+def test_qperf_net_rx_runs_in_the_irq_thread_on_rt():
+    wl = _qperf("rt", True)
+    st = wl.run_size(4096, 20_000_000)[0]
+    k = wl.hosts[0].k
+    threads = [t for t in k.tasks if t.comm.startswith("irq/")]
+    assert len(threads) == 1 and threads[0].rt_priority == IRQ_THREAD_PRIO
+    # one interrupt per 4 KiB message: the thread ran once per message received
+    assert k.irq.irq_thread(0, "mlx4-ib0").runs == wl.pairs[0].client.msgs_received
+    base = _qperf("full", True).run_size(4096, 20_000_000)[0]
+    # each leg pays the thread's wakeup and switches: slower than full, whose
+    # kernel has no threads even when asked
+    assert st.latency_ns > base.latency_ns
+    assert not any(t.comm.startswith("irq/") for t in _qperf("full", True).hosts[0].k.tasks)
+
+
+def test_qperf_rt_threads_fast_forward_declines_and_matches_exact():
+    a = _qperf("rt", True, deferral="workqueue").run_size(16384, 30_000_000)[0]
+    b = _qperf("rt", True, deferral="workqueue", mode="exact").run_size(16384, 30_000_000)[0]
+    assert a.jumps == 0
+    assert (a.latency_ns, a.round_trips, a.mixes_client, a.irqs_client) == \
+        (b.latency_ns, b.round_trips, b.mixes_client, b.irqs_client)
+
+
+def test_napi_batch_grows_with_the_thread_switches():
+    nic = get_platform("x86-ib40g").nic
+    assert nic.napi_batch() == nic.napi_batch(nic.irq_ns)
+    assert nic.napi_batch(nic.irq_ns + 2 * 1_500) > nic.napi_batch()
+
+
+def test_env_kwarg_only_for_envs_that_offer_it():
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+    from kenv.errors import ConfigError
+    env = gym.make("kenv/RandomMix-v0", irq_threads=True, scenario={"preempt": "rt"})
+    env.reset(seed=1)
+    env.step(0)
+    with pytest.raises(ConfigError, match="irq_threads"):
+        gym.make("kenv/Raid6Bench-v0", irq_threads=True)
