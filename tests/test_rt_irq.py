@@ -159,3 +159,41 @@ def test_env_kwarg_only_for_envs_that_offer_it():
     env.step(0)
     with pytest.raises(ConfigError, match="irq_threads"):
         gym.make("kenv/Raid6Bench-v0", irq_threads=True)
+
+
+def test_del_timer_drops_a_callback_waiting_in_the_thread():
+    """schedule_timeout()'s del_singleshot_timer_sync() waits for a running callback
+    on PREEMPT_RT; a process_timeout() run after the task went on would wake it
+    out of its next sleep.  A deleted timer's callback does not run later."""
+    k = _kernel("rt", kernel_version="5.15")
+    hog = _hog(k, cpu=1)     # keeps ksoftirqd/1 (CFS) waiting after the tick
+    calls = []
+    tm = timer_list(lambda t: calls.append(k.now), name="process_timeout")
+    tm.expires = k.jiffies
+    k.timers.add_timer_on(tm, 1)
+    k.run(until=k.TICK_NSEC + 1)        # expired: its callback waits for ksoftirqd/1
+    assert not calls and tm._expiring and hog.state == "R"
+    assert k.timers.del_timer(tm) is False   # not pending any more
+    k.run(until=20 * k.TICK_NSEC)
+    assert calls == []
+    # mod_timer() re-arms without dropping a waiting callback
+    tm2 = timer_list(lambda t: calls.append(k.now), name="t2")
+    tm2.expires = k.jiffies
+    k.timers.add_timer_on(tm2, 1)
+    k.run(until=k.next_tick(k.now) + 1)
+    k.timers.mod_timer(tm2, k.jiffies + 5, 1)
+    k.run(until=k.now + 40 * k.TICK_NSEC)
+    assert len(calls) == 2
+
+
+def test_kernel_env_takes_irq_threads():
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+    env = gym.make("kenv/Kernel-v0", irq_threads=True, scenario={"preempt": "rt", "step_ms": 5})
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(env.action_space.sample())
+    ep = env.unwrapped._episode
+    comms = {t.comm.split("/")[0] for t in ep.k.tasks}
+    assert {"irq", "ksoftirqd"} <= comms

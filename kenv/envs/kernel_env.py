@@ -52,14 +52,14 @@ CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1
 
 class _KernelEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 crng_obs: bool = False, load_balance: bool = False):
+                 crng_obs: bool = False, load_balance: bool = False, irq_threads: bool = False):
         self.plat, self.preempt = resolve_machine(scenario)
         self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns,
-                                learned=ff and ff.qperf, load_balance=load_balance)
+                                learned=ff and ff.qperf, load_balance=load_balance, irq_threads=irq_threads)
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
@@ -286,7 +286,8 @@ class KernelEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
-    reward_weights=None, render_mode=None, fast_forward=True, load_balance=False)``;
+    reward_weights=None, render_mode=None, fast_forward=True, load_balance=False,
+    irq_threads=False)``;
     ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
     ``KERNEL_V1`` in kenv/envs/registration.py).  ``load_balance=True`` runs
     the kernel with CFS load balancing (kenv.kernel.balance; no registered id
@@ -314,6 +315,13 @@ class KernelEnv(KenvEnv):
       pulls a waiting task, and they may only skip what they compute
       exactly): steps are about 30x slower, which is why no Kernel id turns
       it on yet (kenv/Raid6Bench-v1 does).
+    * ``irq_threads=True`` (an argument, in no registered id): on the
+      scenarios with ``preempt`` "rt" the kernels run PREEMPT_RT's forced
+      interrupt threads (kenv.kernel.irq): the NIC's handler and NET_RX in
+      ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), timer_list timers -- the mix timer,
+      the hwrng kthread's ``msleep()`` -- in ``ksoftirqd/N`` (5.15-rt has no
+      ``ktimers``); cyclictest's hrtimer wakeups stay in hard IRQ (RT tasks
+      are woken from there).  The fast-forwards are off on those scenarios.
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -337,7 +345,7 @@ class KernelEnv(KenvEnv):
     PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
     PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
     DEFAULT_SCENARIO = "kernel"
-    KERNEL_OPTIONS = ("load_balance",)
+    KERNEL_OPTIONS = ("load_balance", "irq_threads")
     SCENARIO_FIELDS = {
         **QPERF_SCENARIO_FIELDS,
         "reader_bs": (4, 16, 64, 256),
@@ -436,5 +444,10 @@ class KernelEnv(KenvEnv):
         # stretch of qperf round trips or hwrng reads hides the moments its CPU
         # goes idle, where a newidle balance would pull a waiting task, so
         # they could not give the detailed simulation's trajectory.
-        ff = None if self.load_balance else self.ff_memory
-        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance)
+        # With the interrupt threads on rt likewise: none of their records was
+        # learned with irq/N or the timer softirq's thread in it (the hwrng
+        # kthread's msleep() timers expire there too).
+        threads = self.irq_threads and resolve_machine(scenario)[1] == "rt"
+        ff = None if self.load_balance or threads else self.ff_memory
+        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance,
+                              irq_threads=self.irq_threads)
