@@ -135,12 +135,29 @@ def test_qperf_net_rx_runs_in_the_irq_thread_on_rt():
     assert not any(t.comm.startswith("irq/") for t in _qperf("full", True).hosts[0].k.tasks)
 
 
-def test_qperf_rt_threads_fast_forward_declines_and_matches_exact():
-    a = _qperf("rt", True, deferral="workqueue").run_size(16384, 30_000_000)[0]
-    b = _qperf("rt", True, deferral="workqueue", mode="exact").run_size(16384, 30_000_000)[0]
-    assert a.jumps == 0
-    assert (a.latency_ns, a.round_trips, a.mixes_client, a.irqs_client) == \
-        (b.latency_ns, b.round_trips, b.mixes_client, b.irqs_client)
+def _qperf_state(wl):
+    """Every task's counters on both hosts, their runqueues, the clock."""
+    return (wl.engine.now,
+            tuple(sorted((t.comm, t.state, t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw)
+                         for h in wl.hosts for t in h.k.tasks)),
+            tuple((h.k.cpus[0].nr_switches, h.k.cpus[0].busy_ns, h.k.cpus[0].min_vruntime) for h in wl.hosts),
+            tuple((ep.irq_thread.runs, ep.msgs_received) for ep in (wl.pairs[0].client, wl.pairs[0].server)),
+            tuple(h.random.fast_pool(0).irqs for h in wl.hosts), tuple(h.random.mixes for h in wl.hosts))
+
+
+@pytest.mark.parametrize("deferral, size", [("workqueue", 16384), ("timer", 65536), ("schedule_work", 4096),
+                                            ("none", 262144)])
+def test_qperf_rt_threads_fast_forward_matches_exact(deferral, size):
+    """On rt with threads the fast-forward skips steady round trips (with what
+    irq/N did in them) and leaves every counter as the detailed run does
+    (timer 64K: ksoftirqd/0, a CFS task, moves the server's min_vruntime)."""
+    fast, exact = _qperf("rt", True, deferral=deferral), _qperf("rt", True, deferral=deferral, mode="exact")
+    a = fast.run_size(size, 300_000_000)[0]
+    b = exact.run_size(size, 300_000_000)[0]
+    assert a.jumps > 0 and b.jumps == 0
+    assert a.detailed_round_trips < b.detailed_round_trips / 10
+    assert (a.latency_ns, a.round_trips, a.mixes_client) == (b.latency_ns, b.round_trips, b.mixes_client)
+    assert _qperf_state(fast) == _qperf_state(exact)
 
 
 def test_napi_batch_grows_with_the_thread_switches():

@@ -155,7 +155,8 @@ class RandomMixEnv(KenvEnv):
     handler and NET_RX in ``irq/N-mlx4-ib0`` at SCHED_FIFO 50, the mix timer
     in ``ksoftirqd/N`` (the platform's 5.15-rt has no ``ktimers``), each a
     wakeup and context switches on qperf's CPU; the qperf fast-forward
-    declines there (every round trip in detail).  Other models are unchanged.
+    skips only steady round trips there (each with its thread's run), every
+    round trip with a mix in detail.  Other models are unchanged.
 
     ## Version History
 

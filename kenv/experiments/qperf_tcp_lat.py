@@ -22,7 +22,7 @@ On ``--preempt rt`` the kernels run PREEMPT_RT's forced interrupt threads
 (kenv.kernel.irq): the NIC's handler and NET_RX run in ``irq/N-mlx4-ib0`` at
 SCHED_FIFO 50 and the mix timer expires in ``ksoftirqd/N`` (5.15-rt has no
 ``ktimers``), a wakeup and context switches each on qperf's CPU; the qperf
-fast-forward declines there, so every round trip is simulated.
+fast-forward skips only steady round trips there.
 ``--no-irq-threads`` runs rt as before (handlers and softirqs stealing time,
 as on ``full``), for comparison.  No published RT figure exists for this
 patch: nothing here is fitted to one.

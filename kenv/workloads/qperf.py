@@ -277,6 +277,9 @@ class QperfEndpoint:
         # PREEMPT_RT with the threads simulated, the hard part and the switch to
         # irq/N-mlx4-ib0 and back (a middle batch's, charged in the lump)
         self.irq_overhead_ns = nic.irq_ns + (2 * self.k.costs.context_switch_ns if self.k.irq else 0)
+        # request_irq() at the driver's probe: with forced threading its thread
+        # exists (and sleeps) before qperf starts, as on a booted machine
+        self.irq_thread = self.k.irq.irq_thread(cpu, "mlx4-ib0") if self.k.irq else None
         host.endpoints[cpu] = self
         host.boot_kworkers(cpu)
         self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
@@ -408,11 +411,10 @@ class QperfEndpoint:
         delivering ``nbytes``: on the way out of the hard IRQ, or with forced
         interrupt threads in irq/N-mlx4-ib0 (irq_forced_thread_fn(): the
         handler, then NET_RX at its local_bh_enable())."""
-        irq = self.k.irq
-        if irq is None:
+        if self.irq_thread is None:
             self.k.run_softirq(self.cpu, "NET_RX", cost_ns, self._deliver, nbytes)
-        else:
-            irq.irq_wake_thread(self.cpu, "mlx4-ib0", cost_ns, self._deliver, nbytes)
+        else:   # __irq_wake_thread()
+            self.irq_thread.wake(cost_ns, self._deliver, nbytes)
 
     def _deliver(self, nbytes: int) -> None:
         """tcp_data_queue() -> sk_data_ready(): wake the reader."""
