@@ -214,3 +214,25 @@ def test_kernel_env_takes_irq_threads():
     ep = env.unwrapped._episode
     comms = {t.comm.split("/")[0] for t in ep.k.tasks}
     assert {"irq", "ksoftirqd"} <= comms
+
+
+@pytest.mark.parametrize("msg_size", ["4K", "64K"])
+def test_randommix_rt_threads_same_with_and_without_fast_forward(msg_size):
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+
+    def run(ff):
+        env = gym.make("kenv/RandomMix-v0", irq_threads=True, fast_forward=ff,
+                       scenario={"preempt": "rt", "msg_size": msg_size, "step_ms": 10})
+        out = [env.reset(seed=5)[0].tolist()]
+        for i in range(12):
+            obs, r, te, tr, info = env.step((i // 3) % 2)
+            info = {k: np.asarray(v).tolist() for k, v in info.items() if k != "step_sim_s"}
+            out.append((obs.tolist(), r, te, tr, sorted(info.items())))
+        return out, env.unwrapped._episode.q.wl.pairs[0].jumps
+
+    fast, jumps = run(True)
+    exact, none = run(False)
+    assert jumps > 0 and none == 0
+    assert fast == exact

@@ -267,9 +267,11 @@ class Plan:
 def _new_table() -> dict:
     """What QperfLearned keeps per machine, CPU and size: per learner
     (:class:`~kenv.sim.learner.TwiceAlike`) its records by key, and the busy
-    stretches measured with the steady round trip; the busy ticks' first
-    measurements too (a later run confirms them)."""
-    return {"steady": {}, "busy": {}, "refill": {}, "trigger": {}, "tick": {}, "tick_candidates": {}}
+    stretches and (threaded) the min_vruntime lags measured with the steady
+    round trip; the busy ticks' first measurements too (a later run confirms
+    them)."""
+    return {"steady": {}, "busy": {}, "vr_lag": {}, "refill": {}, "trigger": {}, "tick": {},
+            "tick_candidates": {}}
 
 
 #: the steady learner's one key
@@ -498,6 +500,7 @@ class QperfFastForward:
             return 0
         self.steady = rec
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
+        self._learned["vr_lag"][STEADY] = self._vr_lag
         # the CPUs' busy stretches, if both measured round trips agree on them too
         self.busy = busy if busy is not None and busy == self._busy_candidate else None
         self._stop_busy_log()
@@ -985,6 +988,7 @@ class QperfFastForward:
         self.triggers = TwiceAlike(table["trigger"])
         self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
         self.steady, self.busy = self.steadies.get(STEADY), table["busy"].get(STEADY)
+        self._vr_lag = table["vr_lag"].get(STEADY)
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
