@@ -236,3 +236,27 @@ def test_randommix_rt_threads_same_with_and_without_fast_forward(msg_size):
     exact, none = run(False)
     assert jumps > 0 and none == 0
     assert fast == exact
+
+
+def test_kernel_env_rt_threads_same_with_and_without_fast_forward():
+    import gymnasium as gym
+
+    import kenv  # noqa: F401
+
+    def run(ff):
+        env = gym.make("kenv/Kernel-v0", irq_threads=True, fast_forward=ff,
+                       scenario={"preempt": "rt", "msg_size": "16K", "step_ms": 10})
+        env.action_space.seed(2)
+        out = [env.reset(seed=2)[0].tolist()]
+        for _ in range(10):
+            obs, r, te, tr, info = env.step(env.action_space.sample())
+            info = {k: np.asarray(v).tolist() for k, v in info.items() if k != "step_sim_s"}
+            out.append((obs.tolist(), r, te, tr, sorted(info.items())))
+            if te or tr:
+                break
+        return out, env.unwrapped._episode.q.wl.pairs[0].jumps
+
+    fast, jumps = run(True)
+    exact, none = run(False)
+    assert jumps > 0 and none == 0
+    assert fast == exact

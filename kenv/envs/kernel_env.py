@@ -70,7 +70,11 @@ class _KernelEpisode:
             silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
-                                 kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng)
+                                 kthread_cpus=(READER_CPU,),
+                                 # (rt with interrupt threads: the hwrng kthread's msleep()
+                                 # timers expire in ksoftirqd/N, which no record of the hwrng
+                                 # fast-forward holds: it is off there)
+                                 learned=ff.hwrng if ff is not None and k.irq is None else None)
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
             # wait for the generator's warm-up, and the crediting rules decide
@@ -321,7 +325,8 @@ class KernelEnv(KenvEnv):
       ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), timer_list timers -- the mix timer,
       the hwrng kthread's ``msleep()`` -- in ``ksoftirqd/N`` (5.15-rt has no
       ``ktimers``); cyclictest's hrtimer wakeups stay in hard IRQ (RT tasks
-      are woken from there).  The fast-forwards are off on those scenarios.
+      are woken from there).  On those scenarios the hwrng fast-forward is
+      off and the qperf one replays only steady round trips.
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -444,10 +449,8 @@ class KernelEnv(KenvEnv):
         # stretch of qperf round trips or hwrng reads hides the moments its CPU
         # goes idle, where a newidle balance would pull a waiting task, so
         # they could not give the detailed simulation's trajectory.
-        # With the interrupt threads on rt likewise: none of their records was
-        # learned with irq/N or the timer softirq's thread in it (the hwrng
-        # kthread's msleep() timers expire there too).
-        threads = self.irq_threads and resolve_machine(scenario)[1] == "rt"
-        ff = None if self.load_balance or threads else self.ff_memory
+        # (With the interrupt threads on rt, _KernelEpisode turns the hwrng one
+        # off; the qperf one replays only steady round trips there.)
+        ff = None if self.load_balance else self.ff_memory
         return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance,
                               irq_threads=self.irq_threads)
