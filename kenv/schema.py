@@ -293,11 +293,16 @@ def check_fast_forward(value: Any) -> bool:
 def check_load_balance(value: Any, env_id: str, options: tuple[str, ...]) -> bool:
     """``load_balance=``: True or False; True only for an env that offers it
     (its ``-v1`` id turns it on)."""
-    on = validate(_FAST_FORWARD, value, "load_balance", "True or False")
-    if on and "load_balance" not in options:
-        raise ConfigError("load_balance", value,
-                          f"False for {env_id}: its -v0 dynamics have no load balancing "
-                          "and it has no -v1 that adds it")
+    return check_kernel_option(value, "load_balance", env_id, options, "load balancing")
+
+
+def check_kernel_option(value: Any, option: str, env_id: str, options: tuple[str, ...], what: str) -> bool:
+    """A kernel option keyword (``load_balance=``, ``irq_threads=``): True or
+    False; True only for an env whose ``options`` name it."""
+    on = validate(_FAST_FORWARD, value, option, "True or False")
+    if on and option not in options:
+        raise ConfigError(option, value, f"False for {env_id}: its -v0 dynamics have no {what} "
+                                         "and it has no -v1 that adds it")
     return on
 
 

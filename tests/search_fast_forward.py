@@ -1,6 +1,7 @@
 """Search for env runs that a fast-forward changes: random scenarios, actions and seeds.
 
     python tests/search_fast_forward.py [--ff hwrng|qperf ...] [--env ID ...] [--minutes 5] [--draws N] [--seed 0]
+                                        [--irq-threads]
 
 A fast-forward (kenv.drivers.hwrng_ff: the rng's wait cycles and spinning
 reads; kenv.workloads.qperf_ff: steady round trips) may only change how many
@@ -17,7 +18,9 @@ next ones, as in any long run.  A draw that differs is printed with its number a
 arguments that replay it alone (``--replay``); the exit status is then 1.
 One that differs only after what earlier draws taught the fast-forwards
 replays with the same ``--seed`` (and ``--ff``, ``--env``) and ``--draws``
-its number.  Any difference counts: a fast-forward may only skip what it
+its number.  ``--irq-threads``: every draw of an env that offers
+``irq_threads=True`` (PREEMPT_RT's interrupt threads, kenv.kernel.irq) passes
+it, with ``preempt`` "rt" in half of them.  Any difference counts: a fast-forward may only skip what it
 computes exactly (docs/fast-forward.md).
 
 Not collected by pytest (its name does not start with ``test_``): a search
@@ -56,13 +59,17 @@ STEPS = 24
 STEP_MS = (5, 10, 20)
 
 
-def draw(rnd: random.Random, ff: str, env_id: str) -> tuple[dict, list[int]]:
+def draw(rnd: random.Random, ff: str, env_id: str, irq_threads: bool = False) -> tuple[dict, list[int]]:
     """The constructor arguments and the two episode seeds of one draw."""
     fields = ENV_CLASSES[env_id].SCENARIO_FIELDS
     scenario = {name: rnd.choice(values) for name, values in fields.items()}
     if "step_ms" in scenario:
         scenario["step_ms"] = rnd.choice(STEP_MS)
     kwargs: dict = {"scenario": scenario}
+    if irq_threads and "irq_threads" in ENV_CLASSES[env_id].KERNEL_OPTIONS:
+        kwargs["irq_threads"] = True
+        if rnd.random() < 0.5:
+            scenario["preempt"] = "rt"
     if ff == "hwrng":
         waits = rnd.sample(WAITS, rnd.randint(2, 4))
         kwargs["actions"] = waits if env_id == "kenv/HwrngWait-v0" else {"wait": waits}
@@ -137,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, help="how long to search (default 5, or no limit with --draws)")
     ap.add_argument("--draws", type=int, help="stop after this many draws")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    ap.add_argument("--irq-threads", action="store_true",
+                    help="pass irq_threads=True to the envs that offer it (preempt rt in half the draws)")
     ap.add_argument("--replay", nargs=4, metavar=("FF", "ENV", "KWARGS", "SEEDS"),
                     help="run one printed draw again instead of searching")
     args = ap.parse_args(argv)
@@ -177,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     while time.monotonic() < end and (args.draws is None or n < args.draws):
         n += 1
         ff, env_id = rnd.choice(pairs)
-        kwargs, seeds = draw(rnd, ff, env_id)
+        kwargs, seeds = draw(rnd, ff, env_id, args.irq_threads)
         verdict = compare(ff, env_id, kwargs, seeds, memory)
         counts[verdict[:7]] = counts.get(verdict[:7], 0) + 1
         if verdict != "same":

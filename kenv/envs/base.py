@@ -22,7 +22,7 @@ from ..drivers.hwrng_ff import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
 from ..schema import (
-    check_fast_forward, check_load_balance, check_render_mode, check_reset_options, check_seed,
+    check_fast_forward, check_kernel_option, check_load_balance, check_render_mode, check_reset_options, check_seed,
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
@@ -121,13 +121,21 @@ class KenvEnv(gym.Env):
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
                  profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
-                 render_mode: str | None = None, fast_forward: bool = True, load_balance: bool = False):
+                 render_mode: str | None = None, fast_forward: bool = True, load_balance: bool = False,
+                 irq_threads: bool = False):
         self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
                                  reward_weights=reward_weights, render_mode=render_mode,
                                  fast_forward=fast_forward, load_balance=load_balance)
+        if irq_threads:   # (only when on: the saved kwargs of every other env stay as they were)
+            self._init_kwargs["irq_threads"] = irq_threads
         #: CFS load balancing in the simulated kernels (kenv.kernel.balance):
         #: the -v1 dynamics of the envs whose KERNEL_OPTIONS name it
         self.load_balance = check_load_balance(load_balance, self.ENV_ID, self.KERNEL_OPTIONS)
+        #: PREEMPT_RT's forced interrupt threads simulated (kenv.kernel.irq) on
+        #: the scenarios with preempt "rt": the -v1 dynamics of the envs whose
+        #: KERNEL_OPTIONS name it
+        self.irq_threads = check_kernel_option(irq_threads, "irq_threads", self.ENV_ID, self.KERNEL_OPTIONS,
+                                               "simulated interrupt threads")
         self.render_mode = check_render_mode(render_mode)
         #: skip what the fast-forwards can compute exactly (False: simulate
         #: everything in detail; the same trajectories, slower), with this

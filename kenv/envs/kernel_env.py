@@ -52,14 +52,14 @@ CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1
 
 class _KernelEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 crng_obs: bool = False, load_balance: bool = False):
+                 crng_obs: bool = False, load_balance: bool = False, irq_threads: bool = False):
         self.plat, self.preempt = resolve_machine(scenario)
         self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns,
-                                learned=ff and ff.qperf, load_balance=load_balance)
+                                learned=ff and ff.qperf, load_balance=load_balance, irq_threads=irq_threads)
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
@@ -70,7 +70,11 @@ class _KernelEpisode:
             silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
-                                 kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng)
+                                 kthread_cpus=(READER_CPU,),
+                                 # (rt with interrupt threads: the hwrng kthread's msleep()
+                                 # timers expire in ksoftirqd/N, which no record of the hwrng
+                                 # fast-forward holds: it is off there)
+                                 learned=ff.hwrng if ff is not None and k.irq is None else None)
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
             # wait for the generator's warm-up, and the crediting rules decide
@@ -286,7 +290,8 @@ class KernelEnv(KenvEnv):
     ## Arguments
 
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
-    reward_weights=None, render_mode=None, fast_forward=True, load_balance=False)``;
+    reward_weights=None, render_mode=None, fast_forward=True, load_balance=False,
+    irq_threads=False)``;
     ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
     ``KERNEL_V1`` in kenv/envs/registration.py).  ``load_balance=True`` runs
     the kernel with CFS load balancing (kenv.kernel.balance; no registered id
@@ -314,6 +319,14 @@ class KernelEnv(KenvEnv):
       pulls a waiting task, and they may only skip what they compute
       exactly): steps are about 30x slower, which is why no Kernel id turns
       it on yet (kenv/Raid6Bench-v1 does).
+    * ``irq_threads=True`` (an argument, in no registered id): on the
+      scenarios with ``preempt`` "rt" the kernels run PREEMPT_RT's forced
+      interrupt threads (kenv.kernel.irq): the NIC's handler and NET_RX in
+      ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), timer_list timers -- the mix timer,
+      the hwrng kthread's ``msleep()`` -- in ``ksoftirqd/N`` (5.15-rt has no
+      ``ktimers``); cyclictest's hrtimer wakeups stay in hard IRQ (RT tasks
+      are woken from there).  On those scenarios the hwrng fast-forward is
+      off and the qperf one replays only steady round trips.
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -337,7 +350,7 @@ class KernelEnv(KenvEnv):
     PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
     PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
     DEFAULT_SCENARIO = "kernel"
-    KERNEL_OPTIONS = ("load_balance",)
+    KERNEL_OPTIONS = ("load_balance", "irq_threads")
     SCENARIO_FIELDS = {
         **QPERF_SCENARIO_FIELDS,
         "reader_bs": (4, 16, 64, 256),
@@ -436,5 +449,8 @@ class KernelEnv(KenvEnv):
         # stretch of qperf round trips or hwrng reads hides the moments its CPU
         # goes idle, where a newidle balance would pull a waiting task, so
         # they could not give the detailed simulation's trajectory.
+        # (With the interrupt threads on rt, _KernelEpisode turns the hwrng one
+        # off; the qperf one replays only steady round trips there.)
         ff = None if self.load_balance else self.ff_memory
-        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance)
+        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance,
+                              irq_threads=self.irq_threads)

@@ -12,13 +12,14 @@ from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_
 
 
 class _RandomMixEpisode:
-    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
+                 irq_threads: bool = False):
         self.plat, self.preempt = resolve_machine(scenario)
         self.hz = self.plat.hz
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]),
                                 step_ns=int(float(scenario["step_ms"]) * NSEC_PER_MSEC),
-                                learned=ff and ff.qperf)
+                                learned=ff and ff.qperf, irq_threads=irq_threads)
         self.last_bug = 0.0
         self._bits = self.q.bits()   # bits credited on both hosts so far (the simulation runs in step())
         # the entries of the observation and info that an episode never changes
@@ -145,9 +146,17 @@ class RandomMixEnv(KenvEnv):
 
     ``gym.make("kenv/RandomMix-v0", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
-    fast_forward=True)``; scenario fields: ``platform``, ``preempt``, ``hz``,
-    ``msg_size``, ``threshold``, ``step_ms``.  ``fast_forward=False``
-    simulates every round trip in detail (the same trajectories, slower).
+    fast_forward=True, irq_threads=False)``; scenario fields: ``platform``,
+    ``preempt``, ``hz``, ``msg_size``, ``threshold``, ``step_ms``.
+    ``fast_forward=False`` simulates every round trip in detail (the same
+    trajectories, slower).  ``irq_threads=True`` (an argument, in no
+    registered id yet): on the scenarios with ``preempt`` "rt" the kernels
+    run PREEMPT_RT's forced interrupt threads (kenv.kernel.irq): the NIC's
+    handler and NET_RX in ``irq/N-mlx4-ib0`` at SCHED_FIFO 50, the mix timer
+    in ``ksoftirqd/N`` (the platform's 5.15-rt has no ``ktimers``), each a
+    wakeup and context switches on qperf's CPU; the qperf fast-forward
+    skips only steady round trips there (each with its thread's run), every
+    round trip with a mix in detail.  Other models are unchanged.
 
     ## Version History
 
@@ -176,11 +185,12 @@ class RandomMixEnv(KenvEnv):
     DECISION = DEFERRAL
     DEFAULT_SCENARIO = "randommix"
     SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
+    KERNEL_OPTIONS = ("irq_threads",)
     OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
         ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
         ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
     ]
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _RandomMixEpisode:
-        return _RandomMixEpisode(scenario, rng, self.ff_memory)
+        return _RandomMixEpisode(scenario, rng, self.ff_memory, irq_threads=self.irq_threads)
 

@@ -2,7 +2,7 @@
 
     kenv experiment qperf-tcp-lat --platform x86-ib40g --deferral workqueue \\
         [--sizes 4K:1024K] [--time 60] [--instances 1] \\
-        [--preempt none|voluntary|full|rt] [--threshold 1024|64]
+        [--preempt none|voluntary|full|rt] [--threshold 1024|64] [--no-irq-threads]
 
 Two hosts of the platform (the X7 client under ``numactl -m0 -N0`` and the
 server) run the same kernel; every IPoIB interrupt goes through
@@ -17,6 +17,15 @@ runs mix_interrupt_randomness():
 * ``hardirq``: the original in-IRQ mix under input_pool.lock -- a "sleeping
   function called from invalid context" BUG on PREEMPT_RT;
 * ``none``: no mixing (queue_work_on() commented out).
+
+On ``--preempt rt`` the kernels run PREEMPT_RT's forced interrupt threads
+(kenv.kernel.irq): the NIC's handler and NET_RX run in ``irq/N-mlx4-ib0`` at
+SCHED_FIFO 50 and the mix timer expires in ``ksoftirqd/N`` (5.15-rt has no
+``ktimers``), a wakeup and context switches each on qperf's CPU; the qperf
+fast-forward skips only steady round trips there.
+``--no-irq-threads`` runs rt as before (handlers and softirqs stealing time,
+as on ``full``), for comparison.  No published RT figure exists for this
+patch: nothing here is fitted to one.
 
 qperf's ping-pong runs for ``--time`` seconds per size (4K, 8K, ... 1024K);
 latency = elapsed / messages received on both sides (RTT/2).  The run also
@@ -81,6 +90,7 @@ class QperfTcpLatResult:
     bug_count: int
     server: dict = field(default_factory=dict)
     mode: str = "aggregated"
+    irq_threads: bool = False
     round_trips: int = 0
     detailed_round_trips: int = 0
     events_run: int = 0
@@ -100,7 +110,7 @@ class QperfTcpLatResult:
             "mixes": self.mixes, "bits_credited": self.bits_credited,
             "crng_early_s": self.crng_early_s, "crng_ready_s": self.crng_ready_s,
             "bugs": self.bugs, "bug_count": self.bug_count, "server": self.server,
-            "mode": self.mode, "round_trips": self.round_trips,
+            "mode": self.mode, "irq_threads": self.irq_threads, "round_trips": self.round_trips,
             "detailed_round_trips": self.detailed_round_trips, "events_run": self.events_run,
             "wall_s": self.wall_s,
         }
@@ -109,7 +119,8 @@ class QperfTcpLatResult:
         inst = f"{self.instances} instance" + ("s" if self.instances > 1 else "")
         lines = [
             f"qperf tcp_lat on {self.platform} (linux {self.kernel_version}, HZ={self.hz}, "
-            f"preempt {self.preempt}): deferral {self.deferral}, threshold {self.threshold}, "
+            f"preempt {self.preempt}{', irq threads' if self.irq_threads else ''}): "
+            f"deferral {self.deferral}, threshold {self.threshold}, "
             f"--time {self.time_s:g} s per size, {inst}",
             "tcp_lat:",
         ]
@@ -166,10 +177,12 @@ def check_args(platform: str, deferral: str, sizes: str, time_s, instances, pree
 # --------------------------------------------------------------------- run
 
 def _simulate(plat, deferral: str, sizes: list[int], time_s: float, instances: int,
-              preempt: str, threshold: int, seed: int, mode: str, learned: QperfLearned | None) -> dict:
+              preempt: str, threshold: int, seed: int, mode: str, learned: QperfLearned | None,
+              irq_threads: bool = False) -> dict:
     rng = np.random.default_rng(seed)
     wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, deferral=deferral, threshold=threshold),
-                     preempt=preempt, rng=rng, instances=instances, mode=mode, learned=learned)
+                     preempt=preempt, rng=rng, instances=instances, mode=mode, learned=learned,
+                     irq_threads=irq_threads)
     per_size = []
     for s in sizes:
         stats = wl.run_size(s, int(time_s * 1e9))
@@ -181,7 +194,8 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
                       sizes: str = DEFAULT_SIZES, time_s: float = SEED_TIME_S,
                       instances: int = 1, preempt: str | None = None,
                       threshold: int = FAST_POOL_MIX_THRESHOLD, seed: int = 0,
-                      mode: str = "aggregated", baseline: bool = True) -> QperfTcpLatResult:
+                      mode: str = "aggregated", baseline: bool = True,
+                      irq_threads: bool = True) -> QperfTcpLatResult:
     """Run qperf ``tcp_lat`` for each size with the fast-pool mix deferred by ``deferral``.
 
     Arguments mirror the CLI: ``platform`` (x86-ib40g), ``deferral``
@@ -195,7 +209,9 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
     fast-forwarding the steady ones (same figures, much slower); the
     fast-forward's memory (:class:`~kenv.workloads.qperf_ff.QperfLearned`) is this
     call's own, shared by the run and its baseline.  ``baseline`` also runs ``none`` with the same seed for
-    ``regression_vs_none`` (a fraction: 0.10 = 10% worse).
+    ``regression_vs_none`` (a fraction: 0.10 = 10% worse).  ``irq_threads``:
+    on ``rt``, simulate the forced interrupt threads (kenv.kernel.irq; the
+    default); no effect on the other models.
     """
     if mode not in QPERF_MODES:
         raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
@@ -203,10 +219,11 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
                                          threshold)
     w0 = time.perf_counter()
     learned = QperfLearned() if mode == "aggregated" else None
-    run = _simulate(plat, deferral, size_list, t, instances, pre, threshold, seed, mode, learned)
+    threads = bool(irq_threads) and pre == "rt"
+    run = _simulate(plat, deferral, size_list, t, instances, pre, threshold, seed, mode, learned, threads)
     base = None
     if baseline and deferral != "none":
-        base = _simulate(plat, "none", size_list, t, instances, pre, threshold, seed, mode, learned)
+        base = _simulate(plat, "none", size_list, t, instances, pre, threshold, seed, mode, learned, threads)
     wall = time.perf_counter() - w0
 
     wl: QperfTcpLat = run["wl"]
@@ -257,7 +274,7 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
         bits_credited=cs["bits_credited"], crng_early_s=cs["crng_early_s"],
         crng_ready_s=cs["crng_ready_s"], bugs=cs["bugs"] + ss["bugs"],
         bug_count=cs["bug_count"] + ss["bug_count"],
-        server={k: v for k, v in ss.items() if k != "bugs"}, mode=mode,
+        server={k: v for k, v in ss.items() if k != "bugs"}, mode=mode, irq_threads=threads,
         round_trips=int(sum(d["round_trips"] for d in sizes_out)),
         detailed_round_trips=int(sum(p.detailed for p in wl.pairs)),
         events_run=wl.engine.events_run, wall_s=wall,
@@ -281,6 +298,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="none, voluntary, full or rt (default: the platform's, voluntary)")
     parser.add_argument("--threshold", default=FAST_POOL_MIX_THRESHOLD, type=int,
                         help="interrupts per mix: 1024, or 64 (before 534d2eaf1970) (default 1024)")
+    parser.add_argument("--no-irq-threads", dest="irq_threads", action="store_false",
+                        help="on --preempt rt, run handlers and softirqs as on full (no irq/N, "
+                             "ksoftirqd threads): the model before the threads, for comparison")
     parser.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
                         help="simulate every round trip (mode exact: the same figures, much slower)")
 
@@ -289,7 +309,8 @@ def run_from_args(args: argparse.Namespace) -> QperfTcpLatResult:
     return run_qperf_tcp_lat(platform=args.platform, deferral=args.deferral, sizes=args.sizes,
                              time_s=args.time, instances=args.instances, preempt=args.preempt,
                              threshold=args.threshold, seed=args.seed,
-                             mode="aggregated" if args.fast_forward else "exact")
+                             mode="aggregated" if args.fast_forward else "exact",
+                             irq_threads=getattr(args, "irq_threads", True))
 
 
 # ---------------------------------------------------------- reproduction

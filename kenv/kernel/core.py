@@ -23,6 +23,12 @@ Preemption models (``CONFIG_PREEMPT_*``):
 * ``full``: kernel code is preemptible except with ``preempt_count > 0``.
 * ``rt``: as ``full``; interrupts are threaded and spinlocks sleep (the
   consequences for random.c are modelled in :mod:`kenv.drivers.random`).
+  With ``Kernel(irq_threads=True)`` the threads themselves are simulated
+  (:mod:`kenv.kernel.irq`): a hard interrupt wakes its ``irq/N-name`` thread
+  (SCHED_FIFO 50), which runs the handler and the softirq it raised, and the
+  TIMER softirq runs in ``ktimers/N`` or ``ksoftirqd/N``; off (the dynamics
+  of the ``-v0`` environments), handlers and softirqs steal time on ``rt``
+  as on the other models.
 
 ``migrate_disable()`` pins the task to its CPU and changes nothing else.
 
@@ -290,19 +296,24 @@ class Kernel:
     balancing (:mod:`kenv.kernel.balance`); off, a task changes CPU only at
     its wakeups (the dynamics of the ``-v0`` environments).
     ``kernel_version`` ("5.15", ...): the load balancer's behaviour of that
-    kernel where it changed (kenv.kernel.balance.newidle_gate_ns).
+    kernel where it changed (kenv.kernel.balance.newidle_gate_ns), and on
+    ``rt`` which thread expires timers (kenv.kernel.irq.timer_softirq_thread).
+    ``irq_threads``: on ``rt``, simulate the forced interrupt threads and the
+    timer softirq's thread (:mod:`kenv.kernel.irq`); ``irq`` is then the
+    :class:`~kenv.kernel.irq.IrqThreads` (None on the other models or when off).
     """
 
     def __init__(self, engine: Engine, *, nr_cpus: int, hz: int, preempt: str,
                  costs: SchedCosts, rng: np.random.Generator | None = None,
                  rcu_cpu_stall_timeout: int = 21, name: str = "kenv", load_balance: bool = False,
-                 kernel_version: str | None = None):
+                 kernel_version: str | None = None, irq_threads: bool = False):
         if nr_cpus < 1:
             raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
         self.engine = engine
         self.name = name
         self.HZ = check_hz(hz)
         self.preempt = check_preempt_model(preempt)
+        self.kernel_version = kernel_version
         self.costs = costs
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.TICK_NSEC = tick_nsec(hz)
@@ -326,6 +337,11 @@ class Kernel:
         self.sysctl_sched_migration_cost = SYSCTL_SCHED_MIGRATION_COST
         #: the idle CPUs' periodic balance, or None without load balancing
         self.lb: LoadBalancer | None = LoadBalancer(self, kernel_version) if load_balance else None
+        #: force_irqthreads (PREEMPT_RT): the interrupt and timer-softirq threads, or None
+        self.irq = None
+        if irq_threads and preempt == "rt":
+            from .irq import IrqThreads   # (kenv.kernel.irq builds on this module)
+            self.irq = IrqThreads(self)
         if engine.recorder is not None:  # the machine's description, for trace headers
             engine.recorder.instant("kernel", (name, 0), "kernel_boot", engine.now, nr_cpus=nr_cpus,
                                     hz=self.HZ, preempt=preempt)

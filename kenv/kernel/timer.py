@@ -10,7 +10,10 @@ bucket boundary of its level, so a timer never fires early:
 * level 1 (delta < 504): fires at the smallest multiple of 8 strictly greater
   than ``E``; level 2 (delta < 4032): of 64; and so on.
 
-Expired timers run from TIMER_SOFTIRQ on the CPU whose base holds them.
+Expired timers run from TIMER_SOFTIRQ on the CPU whose base holds them: on
+the way out of the tick's interrupt, or, on PREEMPT_RT with the interrupt
+threads simulated (``Kernel(irq_threads=True)``), in that CPU's ``ktimers/N``
+or ``ksoftirqd/N`` thread (:mod:`kenv.kernel.irq`).
 """
 
 from __future__ import annotations
@@ -78,7 +81,8 @@ class timer_list:
     the owning CPU.  ``cost_ns`` is the CPU time the callback takes there.
     """
 
-    __slots__ = ("function", "expires", "cpu", "cost_ns", "data", "_event", "bucket_expiry", "name")
+    __slots__ = ("function", "expires", "cpu", "cost_ns", "data", "_event", "bucket_expiry", "name",
+                 "_expiring")
 
     def __init__(self, function: Callable[["timer_list"], Any], *, cost_ns: int = 0,
                  name: str | None = None, data: Any = None):
@@ -90,6 +94,8 @@ class timer_list:
         self.name = name or getattr(function, "__name__", "timer")
         self._event = None
         self.bucket_expiry: int | None = None
+        #: expired, its callback waiting in the timer softirq's thread (kenv.kernel.irq)
+        self._expiring = False
 
 
 def timer_pending(timer: timer_list) -> bool:
@@ -121,12 +127,27 @@ class TimerWheel:
 
     def mod_timer(self, timer: timer_list, expires: int, cpu: int) -> bool:
         """mod_timer(): (re)arm; returns whether the timer was pending."""
-        was = self.del_timer(timer)
+        was = self._detach(timer)   # (a callback waiting in a thread still runs)
         timer.expires = expires
         self._enqueue(timer, timer.cpu if (was and timer.cpu is not None) else cpu)
         return was
 
     def del_timer(self, timer: timer_list) -> bool:
+        """del_timer(): dequeue a pending timer; True if it was pending.
+
+        A timer that has expired but whose callback still waits in the timer
+        softirq's thread (PREEMPT_RT, kenv.kernel.irq) is not pending; its
+        callback is dropped: the kernel's del_timer_sync() (schedule_timeout()'s
+        del_singleshot_timer_sync()) would have waited for it to run, with the
+        deleting task awake, where process_timeout()'s wakeup changes nothing
+        -- what dropping it gives, without modelling the wait."""
+        if self._detach(timer):
+            return True
+        timer._expiring = False
+        return False
+
+    def _detach(self, timer: timer_list) -> bool:
+        """detach_if_pending(): take a pending timer off its base."""
         if timer_pending(timer):
             timer._event.cancel()
             timer._event = None
@@ -190,6 +211,12 @@ class TimerWheel:
 
     def _run(self, timer: timer_list) -> None:
         k = self.k
+        if k.irq is not None:
+            # run_local_timers() raised TIMER_SOFTIRQ in the tick's hard IRQ:
+            # its thread runs __run_timers() -> call_timer_fn()
+            timer._expiring = True
+            k.irq.raise_timer_softirq(timer.cpu, timer.cost_ns, self._call_timer_fn, timer)
+            return
         rec = k.engine.recorder
         if rec is None:
             k.run_softirq(timer.cpu, "TIMER", timer.cost_ns, timer.function, timer, label=timer.name)
@@ -200,3 +227,12 @@ class TimerWheel:
         # timer_expire_entry .. timer_expire_exit, inside the TIMER softirq
         rec.slice("timer", (k.name, cpu), timer.name, start, end, timer=rec.ref(timer),
                   function=timer.name, expires=expires, now=k.jiffies_at(start), baseclk=baseclk)
+
+    def _call_timer_fn(self, timer: timer_list) -> None:
+        """call_timer_fn() in the timer softirq's thread (its CPU time was run
+        before), unless del_timer() dropped it meanwhile."""
+        if not timer._expiring:
+            return
+        timer._expiring = False
+        self.k.trace_instant(timer.cpu, "timer_expire", function=timer.name, expires=timer.expires)
+        timer.function(timer)

@@ -46,7 +46,7 @@ class QperfSubsystem:
 
     def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
                  threshold: int, step_ns: int, learned: QperfLearned | None = None,
-                 load_balance: bool = False):
+                 load_balance: bool = False, irq_threads: bool = False):
         self.plat = plat
         self.size = parse_size(str(msg_size))
         self.msg_size_label = format_size(self.size)
@@ -55,7 +55,7 @@ class QperfSubsystem:
         self.wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat, threshold=threshold),
                               preempt=preempt, rng=rng, instances=1,
                               mode="exact" if learned is None else "aggregated", learned=learned,
-                              load_balance=load_balance)
+                              load_balance=load_balance, irq_threads=irq_threads)
         self.randoms: list[IrqRandomness] = [h.random for h in self.wl.hosts]
         # the client's and the server's kernel and input pool (QperfTcpLat has
         # these two hosts): the per-step sums below name them, no loop
@@ -65,7 +65,8 @@ class QperfSubsystem:
         self.client_kernel = client.k
         self.client_pool = client.random.input_pool
         # the undisturbed round trip of this size: the latency reference
-        self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size, learned=learned)
+        self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size, learned=learned,
+                                              irq_threads=irq_threads)
         self.last = 0.0
 
     def config_features(self) -> list[float]:

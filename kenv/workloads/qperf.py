@@ -129,12 +129,15 @@ class NicParams:
     def packets(self, size: int) -> int:
         return -(-size // self.mss)
 
-    def napi_batch(self) -> int | None:
-        """Packets per interrupt once NAPI races the wire (None: the poll never empties)."""
+    def napi_batch(self, overhead_ns: int | None = None) -> int | None:
+        """Packets per interrupt once NAPI races the wire (None: the poll never
+        empties).  ``overhead_ns``: the CPU time of one interrupt besides its
+        packets, during which the next ones arrive (default ``irq_ns``; with
+        forced interrupt threads, also the thread's switch in and out)."""
         gain = self.wire_ns - self.rx_pkt_ns
         if gain <= 0:
             return None
-        return max(1, math.ceil(self.irq_ns / gain))
+        return max(1, math.ceil((self.irq_ns if overhead_ns is None else overhead_ns) / gain))
 
 
 @dataclass(frozen=True)
@@ -155,13 +158,13 @@ class HostStackParams:
 # ---------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=256)
-def _message_shape(nic: NicParams, size: int) -> tuple:
+def _message_shape(nic: NicParams, size: int, overhead_ns: int | None = None) -> tuple:
     """(packets, packets per interrupt, interrupts, MSS, interrupt offsets) of a
     ``size``-byte message: interrupt ``j`` (0-based) is taken when batch ``j``
     is complete, ``min((j + 1) * B, packets) * wire_ns`` after the first
-    packet's arrival would start."""
+    packet's arrival would start (``overhead_ns``: NicParams.napi_batch)."""
     packets = nic.packets(size)
-    b = nic.napi_batch()
+    b = nic.napi_batch(overhead_ns)
     batch = packets if b is None else min(b, packets)
     n_irq = -(-packets // batch)
     wire_ns = nic.wire_ns
@@ -209,12 +212,12 @@ class QperfHost:
     """One machine: a kernel, its random.c interrupt state, its qperf endpoints."""
 
     def __init__(self, engine: Engine, platform: "Platform", role: str, *, random_factory,
-                 preempt: str, rng, load_balance: bool = False):
+                 preempt: str, rng, load_balance: bool = False, irq_threads: bool = False):
         self.role = role
         self.platform = platform
         self.k = Kernel(engine, nr_cpus=platform.nr_cpus, hz=platform.hz, preempt=preempt,
                         costs=platform.sched, rng=rng, name=role, load_balance=load_balance,
-                        kernel_version=platform.kernel_version)
+                        kernel_version=platform.kernel_version, irq_threads=irq_threads)
         self.random: "IrqRandomness" = random_factory(self.k)
         self.random.mix_hooks.append(self._on_mix)
         self.random.pre_mix_hooks.append(self._before_mix)
@@ -270,6 +273,13 @@ class QperfEndpoint:
         self.pair: "QperfPair | None" = None
         self._shape_size: int | None = None   # the message size of ``_shape``
         self._shape: tuple = ()
+        # an interrupt's CPU time besides its packets (NicParams.napi_batch): on
+        # PREEMPT_RT with the threads simulated, the hard part and the switch to
+        # irq/N-mlx4-ib0 and back (a middle batch's, charged in the lump)
+        self.irq_overhead_ns = nic.irq_ns + (2 * self.k.costs.context_switch_ns if self.k.irq else 0)
+        # request_irq() at the driver's probe: with forced threading its thread
+        # exists (and sleeps) before qperf starts, as on a booted machine
+        self.irq_thread = self.k.irq.irq_thread(cpu, "mlx4-ib0") if self.k.irq else None
         host.endpoints[cpu] = self
         host.boot_kworkers(cpu)
         self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
@@ -278,7 +288,7 @@ class QperfEndpoint:
     def start_message(self, size: int, t0: int) -> None:
         """The first packet of a message leaves the sender's HCA at ``t0 - wire_latency``."""
         if size != self._shape_size:   # one size at a time: look the shape up once
-            self._shape_size, self._shape = size, _message_shape(self.nic, size)
+            self._shape_size, self._shape = size, _message_shape(self.nic, size, self.irq_overhead_ns)
         msg = RxMessage(size, t0, self._shape)
         self.rx = msg
         eng = self.k.engine
@@ -341,7 +351,7 @@ class QperfEndpoint:
         msg.trigger_ev = self.k.engine.at(msg.irq_time(first + j), self._irq_trigger, first + j)
 
     def _netrx_cost(self, packets: int, extra_irqs: int = 0) -> int:
-        cost = packets * self.nic.rx_pkt_ns + extra_irqs * self.nic.irq_ns
+        cost = packets * self.nic.rx_pkt_ns + extra_irqs * self.irq_overhead_ns
         if self.cold_netrx:
             self.cold_netrx = False
             self.refills += 1
@@ -355,8 +365,7 @@ class QperfEndpoint:
     def _hardirq_single(self) -> None:
         msg = self.rx
         self._count_irqs_to(0)
-        self.k.run_softirq(self.cpu, "NET_RX", self._netrx_cost(msg.packets), self._deliver,
-                           msg.size)
+        self._net_rx(self._netrx_cost(msg.packets), msg.size)
 
     def _irq_first(self) -> None:
         self.k.hardirq(self.cpu, self.nic.irq_ns, self._hardirq_first, name="mlx4-ib0")
@@ -370,8 +379,7 @@ class QperfEndpoint:
         # interrupt is still counted at its own time.
         last = msg.n_irq - 1
         pk = msg.batch * last
-        self.k.run_softirq(self.cpu, "NET_RX", self._netrx_cost(pk, last - 1), self._deliver,
-                           msg.bytes_of(0, last - 1))
+        self._net_rx(self._netrx_cost(pk, last - 1), msg.bytes_of(0, last - 1))
         self._plan_trigger()
 
     def _irq_trigger(self, idx: int) -> None:
@@ -396,8 +404,17 @@ class QperfEndpoint:
             msg.trigger_ev = None
         last = msg.n_irq - 1
         self._count_irqs_to(last)
-        self.k.run_softirq(self.cpu, "NET_RX", self._netrx_cost(msg.batch_packets(last)),
-                           self._deliver, msg.bytes_of(last, last))
+        self._net_rx(self._netrx_cost(msg.batch_packets(last)), msg.bytes_of(last, last))
+
+    def _net_rx(self, cost_ns: int, nbytes: int) -> None:
+        """The NAPI poll that napi_schedule() raised (NET_RX), ``cost_ns`` of CPU,
+        delivering ``nbytes``: on the way out of the hard IRQ, or with forced
+        interrupt threads in irq/N-mlx4-ib0 (irq_forced_thread_fn(): the
+        handler, then NET_RX at its local_bh_enable())."""
+        if self.irq_thread is None:
+            self.k.run_softirq(self.cpu, "NET_RX", cost_ns, self._deliver, nbytes)
+        else:   # __irq_wake_thread()
+            self.irq_thread.wake(cost_ns, self._deliver, nbytes)
 
     def _deliver(self, nbytes: int) -> None:
         """tcp_data_queue() -> sk_data_ready(): wake the reader."""
@@ -504,7 +521,7 @@ class QperfPair:
 
     def irq_arrivals(self) -> tuple:
         """Offsets of a message's interrupts from its first packet's arrival, at the current size."""
-        return _message_shape(self.wl.nic, self.wl.size)[4]
+        return _message_shape(self.wl.nic, self.wl.size, self.client.irq_overhead_ns)[4]
 
     def start_run(self, size: int) -> None:
         """qperf starts (again) at ``size``."""
@@ -529,7 +546,7 @@ class QperfTcpLat:
 
     def __init__(self, platform: "Platform", *, random_factory, preempt: str, rng,
                  instances: int = 1, mode: str = "aggregated", learned: QperfLearned | None = None,
-                 load_balance: bool = False):
+                 load_balance: bool = False, irq_threads: bool = False):
         if mode not in QPERF_MODES:
             raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
         if platform.nic is None or "qperf_host" not in platform.extra:
@@ -546,7 +563,8 @@ class QperfTcpLat:
                                              if self.fast_forward else None)
         self.engine = Engine()
         self.hosts = [QperfHost(self.engine, platform, role, random_factory=random_factory,
-                                preempt=preempt, rng=rng, load_balance=load_balance)
+                                preempt=preempt, rng=rng, load_balance=load_balance,
+                                irq_threads=irq_threads)
                       for role in ("client", "server")]
         self.size = 0
         self.pairs = [QperfPair(self, cpu) for cpu in range(instances)]
@@ -652,7 +670,7 @@ class QperfTcpLat:
 
 
 def steady_round_trip(platform: "Platform", *, preempt: str, size: int,
-                      learned: QperfLearned | None = None) -> int:
+                      learned: QperfLearned | None = None, irq_threads: bool = False) -> int:
     """The undisturbed round trip (ns) of ``size``-byte messages between two
     ``platform`` hosts with ``preempt``: the steady round trip the fast-forward
     measures, here from a short run of its own (once per machine and size
@@ -661,11 +679,11 @@ def steady_round_trip(platform: "Platform", *, preempt: str, size: int,
     fast-forward measures it in detail before it skips anything, so the
     answer is that of every round trip simulated.)"""
     key = machine_key(platform.nic, platform.extra["qperf_host"], platform.sched, platform.hz, preempt,
-                       platform.nr_cpus) + (size,)
+                       platform.nr_cpus, irq_threads and preempt == "rt") + (size,)
 
     def measure() -> int:
         wl = QperfTcpLat(platform, random_factory=irq_randomness_factory(platform), preempt=preempt,
-                         rng=np.random.default_rng(0),
+                         rng=np.random.default_rng(0), irq_threads=irq_threads,
                          learned=learned if learned is not None else QperfLearned())
         pair = wl.pairs[0]
         for _ in range(1000):   # a millisecond at a time, until it is measured (at most 1 s)

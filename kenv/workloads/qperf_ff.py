@@ -24,7 +24,11 @@ exactly -- the same state, at the same times, as every round trip simulated.
 Where it cannot (a timer or an interrupt at the very nanosecond a round trip
 ends, a rare event it has not learned, the engine's ``until`` inside the
 stretch, tracing on), the plan stops before that round trip and the detailed
-simulation runs it.  What was learned lives in a :class:`QperfLearned` owned
+simulation runs it.  On PREEMPT_RT with the forced interrupt threads simulated
+(``Kernel(irq_threads=True)``, :mod:`kenv.kernel.irq`) it skips steady round
+trips only (with what ``irq/N-mlx4-ib0`` did in them): a round trip with a
+mix trigger (but for ``none``), a pending mix timer, a kworker or a refill owed
+runs in detail.  What was learned lives in a :class:`QperfLearned` owned
 by whoever runs the simulation, bounded (least recently used tables
 forgotten), keyed by everything a round trip depends on: no figure depends on
 what ran before in the process.
@@ -103,7 +107,8 @@ MAX_QPERF_TABLES = 64
 # --------------------------------------------------------------------- records
 class SchedCounters(NamedTuple):
     """What a round trip changes of one host's qperf task and runqueue (the
-    values, or a round trip's deltas of them)."""
+    values, or a round trip's deltas of them), and of its ``irq/N-mlx4-ib0``
+    thread on PREEMPT_RT with the interrupt threads simulated (0 without)."""
     vruntime: int
     sum_exec_runtime: int
     nvcsw: int
@@ -111,6 +116,9 @@ class SchedCounters(NamedTuple):
     nr_switches: int
     busy_ns: int
     min_vruntime: int
+    irq_exec: int = 0
+    irq_nvcsw: int = 0
+    irq_runs: int = 0
 
 
 #: a host's deltas when there is no such round trip
@@ -259,9 +267,11 @@ class Plan:
 def _new_table() -> dict:
     """What QperfLearned keeps per machine, CPU and size: per learner
     (:class:`~kenv.sim.learner.TwiceAlike`) its records by key, and the busy
-    stretches measured with the steady round trip; the busy ticks' first
-    measurements too (a later run confirms them)."""
-    return {"steady": {}, "busy": {}, "refill": {}, "trigger": {}, "tick": {}, "tick_candidates": {}}
+    stretches and (threaded) the min_vruntime lags measured with the steady
+    round trip; the busy ticks' first measurements too (a later run confirms
+    them)."""
+    return {"steady": {}, "busy": {}, "vr_lag": {}, "refill": {}, "trigger": {}, "tick": {},
+            "tick_candidates": {}}
 
 
 #: the steady learner's one key
@@ -304,10 +314,11 @@ class QperfLearned:
         self._steady_rtt.clear()
 
 
-def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int) -> tuple:
+def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_threads: bool = False) -> tuple:
     """What a qperf round trip depends on besides the CPU and the message size:
-    both hosts' NIC, stack and scheduler costs, HZ, preemption model and CPU count."""
-    return nic, stack, costs, hz, preempt, nr_cpus
+    both hosts' NIC, stack and scheduler costs, HZ, preemption model, CPU count
+    and whether the forced interrupt threads are simulated."""
+    return nic, stack, costs, hz, preempt, nr_cpus, bool(irq_threads)
 
 
 def _deltas(before: tuple, after: tuple) -> tuple:
@@ -360,6 +371,16 @@ class QperfFastForward:
         self._tick_measuring: TickCheck | None = None
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
         self.stats = FastForwardStats()
+        #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
+        #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
+        #: record); a round trip with a mix trigger, a mix timer (its callback
+        #: runs in ksoftirqd/N or ktimers/N), a kworker or a refill runs in detail
+        self.threaded = any(ep.irq_thread is not None for ep in (self.client, self.server))
+        #: threaded: each host's min_vruntime - qperf's vruntime at the steady
+        #: round trip's boundary; a CFS thread (ksoftirqd/N, a kworker) that ran
+        #: moves it, and steady round trips add the same to both only from that
+        #: lag on: a fast-forward starts only where it is the steady one's
+        self._vr_lag: tuple | None = None
 
     @property
     def jumping(self) -> bool:
@@ -382,8 +403,10 @@ class QperfFastForward:
         for ep in (self.client, self.server):
             t = ep.task
             rq = ep.k.cpus[ep.cpu]
+            th = ep.irq_thread
+            irq = (0, 0, 0) if th is None else (th.task.sum_exec_runtime, th.task.nvcsw, th.runs)
             out.append((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, rq.nr_switches,
-                        rq.busy_ns, rq.min_vruntime))
+                        rq.busy_ns, rq.min_vruntime) + irq)
         return tuple(out)
 
     def irqs(self) -> tuple:
@@ -452,9 +475,11 @@ class QperfFastForward:
                 # vruntime builds up in it)
                 return 0
             if not clean:
+                if self.threaded:
+                    return 0
                 return self._plan_refill(t, owed) or self._plan_refill_trigger(t, owed)
             k = self._plan_jump(t)
-            if k == 0:
+            if k == 0 and not self.threaded:
                 self._start_trigger_measure(t)
                 if self.plan.tick_candidate is not None:
                     self._start_tick_measure(t)
@@ -474,6 +499,8 @@ class QperfFastForward:
             self._busy_candidate = busy
             return 0
         self.steady = rec
+        self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
+        self._learned["vr_lag"][STEADY] = self._vr_lag
         # the CPUs' busy stretches, if both measured round trips agree on them too
         self.busy = busy if busy is not None and busy == self._busy_candidate else None
         self._stop_busy_log()
@@ -555,6 +582,12 @@ class QperfFastForward:
         return [off_last - (at[-1] - a) for a in at]
 
     def _plan_jump(self, t: int) -> int:
+        if self.threaded and tuple(h[6] - h[0] for h in self.state()) != self._vr_lag:
+            self.plan = Plan(self.steady)
+            return 0
+        return self._plan_jump_checked(t)
+
+    def _plan_jump_checked(self, t: int) -> int:
         """How many round trips from the clean boundary ``t`` to skip (0: the
         next one in detail), and what the jump needs (_trigger, _tick,
         _triggers, _tail).  A mix timer's softirq near the end of the round
@@ -587,12 +620,14 @@ class QperfFastForward:
             ev = getattr(mix, "_event", None)
             if ev is not None and ev.pending:
                 # a pending mix timer: in the fast-forward if it fires while the CPU
-                # is idle, else stop before the round trip it fires in
+                # is idle, else stop before the round trip it fires in (threaded:
+                # its callback runs in a thread, which no record holds)
                 timers = True
-                k = self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
+                k = 0 if self.threaded else self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
-            offsets = self._irq_offsets(i) if rnd.deferral in ("timer", "none") else None
+            replays = ("none",) if self.threaded else ("timer", "none")
+            offsets = self._irq_offsets(i) if rnd.deferral in replays else None
             if offsets is None:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
@@ -618,7 +653,8 @@ class QperfFastForward:
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
-        if len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers and self._plan_wq_trigger(t, k, wq):
+        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers and not self.threaded
+                and self._plan_wq_trigger(t, k, wq)):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self.plan.tick is not None:
             tick_host, m, o = self.plan.tick.host, self.plan.tick.round_trip, self.plan.tick.offset
@@ -944,13 +980,15 @@ class QperfFastForward:
         self.steady_size = size
         self._refill_measuring = self._trigger_measuring = self._tick_measuring = None
         k = self.client.k
-        key = machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus) + (self.pair.cpu, size)
+        key = (machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, k.irq is not None)
+               + (self.pair.cpu, size))
         table = self._learned = self.wl.learned.table(key)
         self.steadies = TwiceAlike(table["steady"])
         self.refills = TwiceAlike(table["refill"])
         self.triggers = TwiceAlike(table["trigger"])
         self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
         self.steady, self.busy = self.steadies.get(STEADY), table["busy"].get(STEADY)
+        self._vr_lag = table["vr_lag"].get(STEADY)
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
         """A boundary that is clean but for the refills ``owed``: replay the
@@ -1417,6 +1455,11 @@ class QperfFastForward:
             rq.nr_switches += (k - 1) * d[4] + td[4] + ad[4] + tail * sd[4]
             rq.busy_ns += (k - 1) * d[5] + td[5] + ad[5] + tail * sd[5]
             rq.min_vruntime += (k - 1) * d[6] + td[6] + ad[6] + tail * sd[6]
+            th = ep.irq_thread
+            if th is not None:
+                th.task.sum_exec_runtime += (k - 1) * d[7] + td[7] + ad[7] + tail * sd[7]
+                th.task.nvcsw += (k - 1) * d[8] + td[8] + ad[8] + tail * sd[8]
+                th.runs += (k - 1) * d[9] + td[9] + ad[9] + tail * sd[9]
             if trig is not None:
                 # what the trigger round trip paid and left owed (its mix's own
                 # hook set both refills and counted itself)
