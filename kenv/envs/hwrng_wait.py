@@ -14,7 +14,9 @@ from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
+from ..errors import ConfigError
+from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
+from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
@@ -25,7 +27,8 @@ STEP_LIMIT_NS = 5 * NSEC_PER_SEC
 class _HwrngEpisode:
     """One boot of a bcm2835 board with the rng, the hwrng kthread and a reader."""
 
-    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
+                 phase_rng: np.random.Generator | None = None):
         plat = get_platform(scenario["platform"])
         preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
         hz = plat.hz if scenario["hz"] == "platform" else int(scenario["hz"])
@@ -40,7 +43,9 @@ class _HwrngEpisode:
         self._kernels = (self.k,)
         self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reads_per_step=1,
-                                 learned=ff and ff.hwrng)
+                                 learned=ff and ff.hwrng,
+                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["phases"], phase_rng))
+        self.phased = phase_rng is not None
         # boot until the rng has registered and discarded its warm-up numbers:
         # the first step starts with the hwrng kthread and the reader at
         # /dev/hwrng and the generator running (unless the board keeps it silent)
@@ -69,8 +74,11 @@ class _HwrngEpisode:
 
     def observation(self) -> list[float]:
         hw_obs = self.hw.observation()
-        return (self._obs_head + [hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
-                + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
+        obs = (self._obs_head + [hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
+               + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
+        if self.phased:
+            obs += self.hw.state_observation() + one_hot(self.pool.crng_init, len(CRNG_ROWS))
+        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool),
@@ -210,13 +218,22 @@ class HwrngWaitEnv(KenvEnv):
         ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
     ]
 
+    def __init__(self, *, phases: bool = False, **kwargs):
+        # phases=True: the reader comes and goes (scenario field ``phases``,
+        # mix configs/scenarios/hwrng-v1.yaml) and the observation carries what
+        # the driver could read (STATE_ROWS, CRNG_ROWS)
+        self._use_phases(phases, "kenv/HwrngWait-v1", "hwrng-v1", {"phases": tuple(READER_SCHEDULES)},
+                         STATE_ROWS + CRNG_ROWS)
+        super().__init__(**kwargs)
+        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+
     def _check_actions(self, actions):
         out = super()._check_actions(actions)
         self._waits = tuple(parse_wait(a) for a in out)
         return out
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
-        return _HwrngEpisode(scenario, rng, self.ff_memory)
+        return _HwrngEpisode(scenario, rng, self.ff_memory, self._phase_rng)
 
     def _episode_action(self, index: int):
         return self._waits[index]

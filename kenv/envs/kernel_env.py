@@ -15,7 +15,8 @@ from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
+from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
+from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
@@ -45,14 +46,15 @@ READER_CPU = 2
 #: starts STARTUP_MARGIN_NS after the rng's probe, while the generator still
 #: discards its warm-up numbers and nothing has credited the input pool yet
 START = ("ready", "boot")
-#: kenv/Kernel-v1's observation entries after Kernel-v0's (crng_init one-hot)
-CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1),
-             ("crng_init == CRNG_READY", 0, 1))
+# kenv/Kernel-v1's observation entries after Kernel-v0's: the crng_init
+# one-hot, CRNG_ROWS (kenv.subsystems.hwrng); with phases=True the hwrng's
+# STATE_ROWS follow them
 
 
 class _KernelEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 crng_obs: bool = False, load_balance: bool = False):
+                 crng_obs: bool = False, load_balance: bool = False,
+                 phase_rng: np.random.Generator | None = None):
         self.plat, self.preempt = resolve_machine(scenario)
         self.crng_obs = crng_obs
         self.hz = self.plat.hz
@@ -70,7 +72,9 @@ class _KernelEpisode:
             silent_until_ns=int(silent * NSEC_PER_SEC) if silent > 0 else None)
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
-                                 kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng)
+                                 kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng,
+                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["phases"], phase_rng))
+        self.phased = phase_rng is not None
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
             # wait for the generator's warm-up, and the crediting rules decide
@@ -131,6 +135,8 @@ class _KernelEpisode:
                + [min(1.0, self.pool.init_bits / 256)])
         if self.crng_obs:
             obs += one_hot(self.pool.crng_init, len(CRNG_ROWS))
+        if self.phased:
+            obs += self.hw.state_observation()
         return obs
 
     def info(self) -> dict:
@@ -354,7 +360,7 @@ class KernelEnv(KenvEnv):
         ("previous raid6 window's lost calls", 0, 1), ("crng progress", 0, 1),
     ]
 
-    def __init__(self, *, boot_states: bool = False, **kwargs):
+    def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):
         if type(boot_states) is not bool:
             raise ConfigError("boot_states", boot_states, "True (kenv/Kernel-v1) or False (kenv/Kernel-v0)")
         self.boot_states = boot_states
@@ -364,8 +370,17 @@ class KernelEnv(KenvEnv):
             self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/Kernel-v1", "kernel-v1"
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, "start": START}
             self.OBS_ROWS = self.OBS_ROWS + list(CRNG_ROWS)
+        if phases is True and not boot_states:
+            raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/Kernel-v2: "
+                              "Kernel-v1's starting states and observation, with phased workloads)")
+        # phases=True (issue #31): the hwrng reader comes and goes (scenario
+        # field ``phases``, mix configs/scenarios/kernel-v2.yaml), and the
+        # observation carries what the hwrng driver could read (STATE_ROWS)
+        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2", {"phases": tuple(READER_SCHEDULES)},
+                         STATE_ROWS)
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
+        self._init_kwargs["phases"] = self.phases
 
     # ------------------------------------------------ a MultiDiscrete action
     def _check_actions(self, actions: Mapping[str, Sequence[str]] | None) -> tuple:
@@ -437,4 +452,5 @@ class KernelEnv(KenvEnv):
         # goes idle, where a newidle balance would pull a waiting task, so
         # they could not give the detailed simulation's trajectory.
         ff = None if self.load_balance else self.ff_memory
-        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance)
+        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance,
+                              phase_rng=self._phase_rng)

@@ -1,0 +1,74 @@
+"""Workloads that change within an episode: phase schedules (issue #31 item 1).
+
+A *phase* is the state of a workload during one step (decision epoch): for
+the /dev/hwrng reader, ``reader`` (rngd reading) or ``idle`` (no read(2) in
+flight or started).  A *schedule* names a documented pattern of phases; the
+scenario field ``phases`` draws one per episode like any other field, and the
+schedule's segment lengths are drawn from the episode's generator at reset
+(:class:`PhaseSchedule`), so the same seed gives the same phases.  Phases
+change only at step boundaries.
+
+Segment lengths are counted in steps and drawn uniformly from the ranges
+below: a spread over a few decision epochs, not a measured duration (no
+published trace gives rngd's burst lengths on these boards); the pattern is
+the documented part.
+"""
+
+from __future__ import annotations
+
+import bisect
+from types import MappingProxyType
+
+import numpy as np
+
+#: the phases of the /dev/hwrng reader in a step
+READER, IDLE = "reader", "idle"
+
+#: Schedules of the /dev/hwrng reader (scenario field ``phases`` of
+#: HwrngWait and Kernel with ``phases=True``), each a list of segments
+#: (phase, (min steps, max steps)) repeated until the episode ends:
+#:
+#: * ``none``: a reader throughout (the -v0 workload: an rngd-like loop).
+#: * ``rngd``: rng-tools' rngd feeding the kernel: it reads /dev/hwrng in
+#:   bursts while the kernel wants entropy and sleeps in ``poll()`` on
+#:   /dev/random in between (rngd(8): "--fill-watermark ... feed entropy to
+#:   random-device until at least fill-watermark bits of entropy are
+#:   available"), so the reader comes and goes.
+#: * ``boot``: rngd's start at boot (rng-tools.service, before the crng is
+#:   READY): one read burst, then rngd asleep for the rest of the episode.
+#: * ``idle``: a board with no user reader of /dev/hwrng (rng-tools not
+#:   installed: the hwrng core's own kthread, ``hwrng_fillfn``, is then the
+#:   only consumer of the FIFO).
+READER_SCHEDULES = MappingProxyType({
+    "none": ((READER, (1, 1)),),
+    "rngd": ((READER, (2, 16)), (IDLE, (1, 4))),
+    "boot": ((READER, (8, 24)), (IDLE, (10**9, 10**9))),
+    "idle": ((IDLE, (1, 1)),),
+})
+
+
+class PhaseSchedule:
+    """The phase of each step of one episode: ``phase(i)`` for step ``i``
+    (0-based; the boot before the first step is in step 0's phase).
+
+    Segments are drawn lazily from ``rng`` (the episode's own generator,
+    used for nothing else), in step order, so an episode of any length has a
+    schedule and the draws do not depend on how far it is looked ahead."""
+
+    __slots__ = ("name", "_segments", "_rng", "_ends", "_names")
+
+    def __init__(self, name: str, rng: np.random.Generator, schedules=READER_SCHEDULES):
+        self.name = name
+        self._segments = schedules[name]
+        self._rng = rng
+        self._ends: list[int] = []     # the step after each drawn segment
+        self._names: list[str] = []    # its phase
+
+    def phase(self, i: int) -> str:
+        ends = self._ends
+        while not ends or ends[-1] <= i:
+            phase, (lo, hi) = self._segments[len(ends) % len(self._segments)]
+            n = lo if lo == hi else int(self._rng.integers(lo, hi + 1))
+            ends.append((ends[-1] if ends else 0) + n)
+            self._names.append(phase)
+        return self._names[bisect.bisect_right(ends, i)]

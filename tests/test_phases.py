@@ -1,0 +1,177 @@
+"""Workloads that change within an episode (issue #31 item 1): ``phases=True``.
+
+The reader of /dev/hwrng comes and goes by a schedule drawn at reset
+(kenv.subsystems.phases); these tests check that the schedule is a function
+of the seed, that each phase does what its source says (no reader: no
+read(2) returns), that the observation entries follow the phase, that bad
+values are refused with a clear error, and that the fast-forwards stay exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kenv.envs.hwrng_wait import HwrngWaitEnv
+from kenv.envs.kernel_env import KernelEnv
+from kenv.errors import ConfigError
+from kenv.subsystems.hwrng import STATE_ROWS
+from kenv.subsystems.phases import IDLE, READER, READER_SCHEDULES, PhaseSchedule
+
+RPI = {"platform": "rpi3bplus", "preempt": "platform"}
+WAITS = ["cpu_relax", "hwrng_yield", "hwrng_msleep(20)", "usleep_range(100,200)"]
+
+
+def _row(env, name: str) -> int:
+    return [r[0] for r in env.obs_rows].index(name)
+
+
+def _run(env, seed: int, steps: int, actions=None, options=None):
+    obs, info = env.reset(seed=seed, options=options)
+    out = [(obs, 0.0, info)]
+    for i in range(steps):
+        a = actions[i] if actions is not None else env.action_space.sample()
+        obs, r, term, trunc, info = env.step(a)
+        out.append((obs, r, info))
+        if term:
+            break
+    return out
+
+
+@given(seed=st.integers(0, 2**32), name=st.sampled_from(sorted(READER_SCHEDULES)))
+@settings(max_examples=40, deadline=None)
+def test_schedule_is_a_function_of_its_generator_and_not_of_lookahead(seed, name):
+    a = PhaseSchedule(name, np.random.default_rng(seed))
+    b = PhaseSchedule(name, np.random.default_rng(seed))
+    far = b.phase(200)        # looking far ahead first draws the same segments
+    got = [a.phase(i) for i in range(201)]
+    assert got == [b.phase(i) for i in range(201)] and got[200] == far
+    assert set(got) <= {READER, IDLE}
+    if name == "none":
+        assert set(got) == {READER}
+    if name == "idle":
+        assert set(got) == {IDLE}
+    if name == "boot":      # one burst, then asleep for good
+        first_idle = got.index(IDLE)
+        assert 8 <= first_idle <= 24 and set(got[first_idle:]) == {IDLE}
+    if name == "rngd":      # bursts of 2..16 reads, gaps of 1..4 steps
+        runs, i = [], 0
+        while i < len(got):
+            j = i
+            while j < len(got) and got[j] == got[i]:
+                j += 1
+            runs.append((got[i], j - i))
+            i = j
+        assert runs[0][0] == READER
+        for phase, n in runs[:-1]:
+            assert (2 <= n <= 16) if phase == READER else (1 <= n <= 4)
+
+
+def test_episode_phases_depend_on_the_seed_only():
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "rngd"})
+    env.action_space.seed(0)
+    a = [i["reader_phase"] for _, _, i in _run(env, 11, 40, actions=[2] * 40)]
+    b = [i["reader_phase"] for _, _, i in _run(env, 11, 40, actions=[2] * 40)]
+    c = [i["reader_phase"] for _, _, i in _run(env, 12, 40, actions=[2] * 40)]
+    assert a == b and a != c and {READER, IDLE} <= set(a)
+
+
+def test_idle_phase_has_no_reader():
+    # "idle": a board with no rngd -- the reader never reads, the hwrng kthread still does
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "idle"})
+    out = _run(env, 3, 6, actions=[2] * 6)
+    assert all(i["hwrng_bytes"] == 0 and i["reader_bytes"] == 0 for _, _, i in out)
+    assert all(i["step_sim_s"] == pytest.approx(5.0) for _, _, i in out[1:])   # 5 s steps: no read ends them
+    assert out[-1][2]["bits_credited_total"] > 0                               # hwrng_fillfn credited the pool
+    # "none": v0's reader, one read(2) per step
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "none"})
+    out = _run(env, 3, 6, actions=[2] * 6)
+    assert all(i["hwrng_bytes"] == 16 for _, _, i in out[1:])
+
+
+def test_observation_follows_the_phase():
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "rngd"})
+    out = _run(env, 5, 47, actions=[1 if i % 3 else 2 for i in range(47)])
+    in_read, fifo, since = (_row(env, r[0]) for r in (STATE_ROWS[1], STATE_ROWS[0], STATE_ROWS[3]))
+    phases = [i["reader_phase"] for _, _, i in out]
+    assert {READER, IDLE} <= set(phases[1:])
+    for k in range(1, len(out) - 1):
+        obs, _, info = out[k]
+        # a step that ran idle: nothing read, and the FIFO has filled meanwhile
+        if phases[k] == IDLE:
+            assert info["hwrng_bytes"] == 0
+            assert obs[fifo] == 1.0 and obs[since] > 0.5
+        else:
+            assert info["hwrng_bytes"] == 16
+        # at the end of a reader step the reader is already in its next read(2)
+        # iff the next step has a reader; an idle reader wakes as the next step begins
+        assert obs[in_read] == float(phases[k] == READER and phases[k + 1] == READER), k
+
+
+def test_phases_none_is_v0s_workload():
+    # the phase schedule draws from its own generator: pinned to "none", the
+    # episode is v0's, with the new entries appended to the observation
+    v0 = HwrngWaitEnv(scenario=RPI)
+    v1 = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "none"})
+    acts = [0, 1, 2, 2, 0, 1, 2, 0]
+    a, b = _run(v0, 9, 8, actions=acts), _run(v1, 9, 8, actions=acts)
+    n = len(HwrngWaitEnv.OBS_ROWS)
+    for (oa, ra, ia), (ob, rb, ib) in zip(a, b):
+        assert ra == rb and np.array_equal(oa[:n], ob[:n]) and np.array_equal(oa[n:], ob[-len(v0.actions):])
+        assert ia["hwrng_bytes"] == ib["hwrng_bytes"]
+    assert v1.observation_space.shape[0] == v0.observation_space.shape[0] + 7
+
+
+def test_v0_spaces_are_unchanged():
+    assert HwrngWaitEnv().observation_space.shape == (16,)
+    assert KernelEnv().observation_space.shape == (24,)
+    assert "phases" not in HwrngWaitEnv().SCENARIO_FIELDS
+    assert "reader_phase" not in HwrngWaitEnv().reset(seed=0)[1]
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: HwrngWaitEnv(phases=True, scenario={"phases": "bogus"}), ["phases", "bogus", "rngd"]),
+    (lambda: HwrngWaitEnv(phases=True, scenario={"phases": {"rngd": 1, "often": 2}}), ["phases", "often", "idle"]),
+    (lambda: HwrngWaitEnv(phases=True).reset(options={"scenario": {"phases": 3}}), ["phases", "3", "none"]),
+    (lambda: HwrngWaitEnv(scenario={"phases": "rngd"}), ["phases", "fields"]),
+    (lambda: HwrngWaitEnv(phases="yes"), ["phases", "yes", "True"]),
+    (lambda: KernelEnv(phases=True), ["phases", "boot_states=True"]),
+])
+def test_bad_phase_values_are_config_errors(make, match):
+    with pytest.raises(ConfigError) as e:
+        make()
+    for m in match:
+        assert m in str(e.value)
+
+
+@pytest.mark.parametrize("make", [lambda: HwrngWaitEnv(phases=True),
+                                  lambda: KernelEnv(boot_states=True, phases=True)])
+def test_check_env_with_phases(make):
+    check_env(make(), skip_render_check=True)
+
+
+@pytest.mark.parametrize("name", ["rngd", "boot"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fast_forward_is_exact_with_phases_hwrng(name, seed):
+    rnd = np.random.default_rng(seed)
+    acts = list(rnd.integers(0, len(WAITS), 40))
+    for plat in ("rpi3bplus", "bcm2835-kernelci"):
+        scen = {"platform": plat, "phases": name}
+        a = _run(HwrngWaitEnv(phases=True, actions=WAITS, scenario=scen), seed, 40, actions=acts)
+        b = _run(HwrngWaitEnv(phases=True, actions=WAITS, scenario=scen, fast_forward=False), seed, 40, actions=acts)
+        assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fast_forward_is_exact_with_phases_kernel(seed):
+    rnd = np.random.default_rng(seed)
+    acts = [np.array([rnd.integers(0, 2), rnd.integers(0, len(WAITS)), rnd.integers(0, 2)]) for _ in range(20)]
+    kw = dict(boot_states=True, phases=True, actions={"wait": WAITS},
+              scenario={"phases": "rngd", "start": "ready", "step_ms": 5})
+    a = _run(KernelEnv(**kw), seed, 20, actions=acts)
+    b = _run(KernelEnv(**kw, fast_forward=False), seed, 20, actions=acts)
+    assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
+    assert {READER, IDLE} <= {i["reader_phase"] for _, _, i in a}
