@@ -71,7 +71,7 @@ def test_schedule_is_a_function_of_its_generator_and_not_of_lookahead(seed, name
 
 
 def test_episode_phases_depend_on_the_seed_only():
-    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "rngd"})
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "rngd"})
     env.action_space.seed(0)
     a = [i["reader_phase"] for _, _, i in _run(env, 11, 40, actions=[2] * 40)]
     b = [i["reader_phase"] for _, _, i in _run(env, 11, 40, actions=[2] * 40)]
@@ -81,19 +81,19 @@ def test_episode_phases_depend_on_the_seed_only():
 
 def test_idle_phase_has_no_reader():
     # "idle": a board with no rngd -- the reader never reads, the hwrng kthread still does
-    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "idle"})
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "idle"})
     out = _run(env, 3, 6, actions=[2] * 6)
     assert all(i["hwrng_bytes"] == 0 and i["reader_bytes"] == 0 for _, _, i in out)
     assert all(i["step_sim_s"] == pytest.approx(5.0) for _, _, i in out[1:])   # 5 s steps: no read ends them
     assert out[-1][2]["bits_credited_total"] > 0                               # hwrng_fillfn credited the pool
     # "none": v0's reader, one read(2) per step
-    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "none"})
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "none"})
     out = _run(env, 3, 6, actions=[2] * 6)
     assert all(i["hwrng_bytes"] == 16 for _, _, i in out[1:])
 
 
 def test_observation_follows_the_phase():
-    env = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "rngd"})
+    env = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "rngd"})
     out = _run(env, 5, 47, actions=[1 if i % 3 else 2 for i in range(47)])
     in_read, fifo, since = (_row(env, r[0]) for r in (STATE_ROWS[1], STATE_ROWS[0], STATE_ROWS[3]))
     phases = [i["reader_phase"] for _, _, i in out]
@@ -115,7 +115,7 @@ def test_phases_none_is_v0s_workload():
     # the phase schedule draws from its own generator: pinned to "none", the
     # episode is v0's, with the new entries appended to the observation
     v0 = HwrngWaitEnv(scenario=RPI)
-    v1 = HwrngWaitEnv(phases=True, scenario={**RPI, "phases": "none"})
+    v1 = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "none"})
     acts = [0, 1, 2, 2, 0, 1, 2, 0]
     a, b = _run(v0, 9, 8, actions=acts), _run(v1, 9, 8, actions=acts)
     n = len(HwrngWaitEnv.OBS_ROWS)
@@ -128,15 +128,15 @@ def test_phases_none_is_v0s_workload():
 def test_v0_spaces_are_unchanged():
     assert HwrngWaitEnv().observation_space.shape == (16,)
     assert KernelEnv().observation_space.shape == (24,)
-    assert "phases" not in HwrngWaitEnv().SCENARIO_FIELDS
+    assert "reader_phases" not in HwrngWaitEnv().SCENARIO_FIELDS
     assert "reader_phase" not in HwrngWaitEnv().reset(seed=0)[1]
 
 
 @pytest.mark.parametrize("make, match", [
-    (lambda: HwrngWaitEnv(phases=True, scenario={"phases": "bogus"}), ["phases", "bogus", "rngd"]),
-    (lambda: HwrngWaitEnv(phases=True, scenario={"phases": {"rngd": 1, "often": 2}}), ["phases", "often", "idle"]),
-    (lambda: HwrngWaitEnv(phases=True).reset(options={"scenario": {"phases": 3}}), ["phases", "3", "none"]),
-    (lambda: HwrngWaitEnv(scenario={"phases": "rngd"}), ["phases", "fields"]),
+    (lambda: HwrngWaitEnv(phases=True, scenario={"reader_phases": "bogus"}), ["phases", "bogus", "rngd"]),
+    (lambda: HwrngWaitEnv(phases=True, scenario={"reader_phases": {"rngd": 1, "often": 2}}), ["phases", "often", "idle"]),
+    (lambda: HwrngWaitEnv(phases=True).reset(options={"scenario": {"reader_phases": 3}}), ["phases", "3", "none"]),
+    (lambda: HwrngWaitEnv(scenario={"reader_phases": "rngd"}), ["phases", "fields"]),
     (lambda: HwrngWaitEnv(phases="yes"), ["phases", "yes", "True"]),
     (lambda: KernelEnv(phases=True), ["phases", "boot_states=True"]),
 ])
@@ -159,7 +159,7 @@ def test_fast_forward_is_exact_with_phases_hwrng(name, seed):
     rnd = np.random.default_rng(seed)
     acts = list(rnd.integers(0, len(WAITS), 40))
     for plat in ("rpi3bplus", "bcm2835-kernelci"):
-        scen = {"platform": plat, "phases": name}
+        scen = {"platform": plat, "reader_phases": name}
         a = _run(HwrngWaitEnv(phases=True, actions=WAITS, scenario=scen), seed, 40, actions=acts)
         b = _run(HwrngWaitEnv(phases=True, actions=WAITS, scenario=scen, fast_forward=False), seed, 40, actions=acts)
         assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
@@ -170,7 +170,7 @@ def test_fast_forward_is_exact_with_phases_kernel(seed):
     rnd = np.random.default_rng(seed)
     acts = [np.array([rnd.integers(0, 2), rnd.integers(0, len(WAITS)), rnd.integers(0, 2)]) for _ in range(20)]
     kw = dict(boot_states=True, phases=True, actions={"wait": WAITS},
-              scenario={"phases": "rngd", "start": "ready", "step_ms": 5})
+              scenario={"reader_phases": "rngd", "start": "ready", "step_ms": 5})
     a = _run(KernelEnv(**kw), seed, 20, actions=acts)
     b = _run(KernelEnv(**kw, fast_forward=False), seed, 20, actions=acts)
     assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]

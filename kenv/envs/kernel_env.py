@@ -73,7 +73,7 @@ class _KernelEpisode:
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
                                  kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng,
-                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["phases"], phase_rng))
+                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], phase_rng))
         self.phased = phase_rng is not None
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
@@ -202,6 +202,17 @@ class KernelEnv(KenvEnv):
     | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) |
     | 20.. | previous action, one-hot per dimension |
 
+    Kernel-v2 (``phases=True``) then adds what the hwrng driver could read at
+    the step's end (kenv.subsystems.hwrng.STATE_ROWS):
+
+    | index | meaning |
+    |---|---|
+    | 20 | ``RNG_STATUS >> 24`` / FIFO depth |
+    | 21 | readers in ``rng_dev_read()`` |
+    | 22 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) |
+    | 23 | time since the last ``RNG_DATA`` read, log10(1 + us) / 7 |
+    | 24.. | previous action, one-hot per dimension |
+
     ## Rewards
 
     The components of the three single envs, summed per component:
@@ -256,6 +267,7 @@ class KernelEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup (-1.0 once modprobe has exited) | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    | ``reader_phase`` | str | Kernel-v2 only: the hwrng reader's phase in the step, ``reader`` or ``idle`` | the first step's |
 
     ## Starting State
 
@@ -283,6 +295,12 @@ class KernelEnv(KenvEnv):
     bootloader seed, and qperf's traffic (NIC interrupts) runs from the
     first step.  ``start: ready`` is Kernel-v0's starting state.
 
+    Kernel-v2 (``phases=True``, mix ``configs/scenarios/kernel-v2.yaml``):
+    Kernel-v1 with the /dev/hwrng reader coming and going by a schedule
+    drawn at reset (scenario field ``reader_phases``; see HwrngWait-v1 and
+    kenv.subsystems.phases): an idle reader finishes its read(2) in
+    progress and sleeps until a step with a reader begins.
+
     ## Episode End
 
     Terminated when ``modprobe`` exits (after its last benchmark window: about
@@ -294,7 +312,8 @@ class KernelEnv(KenvEnv):
     ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
     reward_weights=None, render_mode=None, fast_forward=True, load_balance=False)``;
     ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
-    ``KERNEL_V1`` in kenv/envs/registration.py).  ``load_balance=True`` runs
+    ``KERNEL_V1`` in kenv/envs/registration.py); ``phases=True`` (with
+    ``boot_states=True``: a Kernel-v2) adds the phased workloads.  ``load_balance=True`` runs
     the kernel with CFS load balancing (kenv.kernel.balance; no registered id
     sets it yet, see Version History).
     ``fast_forward=False`` simulates every round trip, poll and read in detail
@@ -302,6 +321,12 @@ class KernelEnv(KenvEnv):
 
     ## Version History
 
+    * v2 (draft; ``boot_states=True, phases=True``): workloads that change
+      within an episode (issue #31): the hwrng reader comes and goes by a
+      schedule drawn at reset (scenario field ``reader_phases``), and the
+      observation gains the FIFO level, readers in ``rng_dev_read()``,
+      ``reading_mutex`` waiters and the time since the last FIFO read
+      (entries 20-23; the previous action moves to 24..).
     * v1: boot-time starting states (issue #30): every episode of the default
       mix starts before crng READY (scenario field ``start``: ``boot``; ``ready``
       is v0's start), and the observation gains the ``crng_init`` one-hot
@@ -374,9 +399,9 @@ class KernelEnv(KenvEnv):
             raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/Kernel-v2: "
                               "Kernel-v1's starting states and observation, with phased workloads)")
         # phases=True (issue #31): the hwrng reader comes and goes (scenario
-        # field ``phases``, mix configs/scenarios/kernel-v2.yaml), and the
+        # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
         # observation carries what the hwrng driver could read (STATE_ROWS)
-        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2", {"phases": tuple(READER_SCHEDULES)},
+        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2", {"reader_phases": tuple(READER_SCHEDULES)},
                          STATE_ROWS)
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)

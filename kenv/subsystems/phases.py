@@ -3,7 +3,7 @@
 A *phase* is the state of a workload during one step (decision epoch): for
 the /dev/hwrng reader, ``reader`` (rngd reading) or ``idle`` (no read(2) in
 flight or started).  A *schedule* names a documented pattern of phases; the
-scenario field ``phases`` draws one per episode like any other field, and the
+scenario field ``reader_phases`` draws one per episode like any other field, and the
 schedule's segment lengths are drawn from the episode's generator at reset
 (:class:`PhaseSchedule`), so the same seed gives the same phases.  Phases
 change only at step boundaries.
@@ -24,7 +24,7 @@ import numpy as np
 #: the phases of the /dev/hwrng reader in a step
 READER, IDLE = "reader", "idle"
 
-#: Schedules of the /dev/hwrng reader (scenario field ``phases`` of
+#: Schedules of the /dev/hwrng reader (scenario field ``reader_phases`` of
 #: HwrngWait and Kernel with ``phases=True``), each a list of segments
 #: (phase, (min steps, max steps)) repeated until the episode ends:
 #:
