@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 
 from kenv.envs.hwrng_wait import HwrngWaitEnv
 from kenv.envs.kernel_env import KernelEnv
+from kenv.envs.raid6_bench import Raid6BenchEnv
 from kenv.errors import ConfigError
 from kenv.subsystems.hwrng import STATE_ROWS
-from kenv.subsystems.phases import IDLE, READER, READER_SCHEDULES, PhaseSchedule
+from kenv.subsystems.phases import IDLE, JOB, LOAD_SCHEDULES, OFF, READER, READER_SCHEDULES, PhaseSchedule
+from kenv.sim.engine import NSEC_PER_MSEC
 
 RPI = {"platform": "rpi3bplus", "preempt": "platform"}
 WAITS = ["cpu_relax", "hwrng_yield", "hwrng_msleep(20)", "usleep_range(100,200)"]
@@ -139,6 +141,8 @@ def test_v0_spaces_are_unchanged():
     (lambda: HwrngWaitEnv(scenario={"reader_phases": "rngd"}), ["phases", "fields"]),
     (lambda: HwrngWaitEnv(phases="yes"), ["phases", "yes", "True"]),
     (lambda: KernelEnv(phases=True), ["phases", "boot_states=True"]),
+    (lambda: Raid6BenchEnv(phases=True, scenario={"load_phases": "sometimes"}), ["load_phases", "sometimes", "onoff"]),
+    (lambda: KernelEnv(boot_states=True, phases=True, scenario={"load_phases": "rngd"}), ["load_phases", "rngd"]),
 ])
 def test_bad_phase_values_are_config_errors(make, match):
     with pytest.raises(ConfigError) as e:
@@ -147,7 +151,7 @@ def test_bad_phase_values_are_config_errors(make, match):
         assert m in str(e.value)
 
 
-@pytest.mark.parametrize("make", [lambda: HwrngWaitEnv(phases=True),
+@pytest.mark.parametrize("make", [lambda: HwrngWaitEnv(phases=True), lambda: Raid6BenchEnv(phases=True),
                                   lambda: KernelEnv(boot_states=True, phases=True)])
 def test_check_env_with_phases(make):
     check_env(make(), skip_render_check=True)
@@ -170,8 +174,57 @@ def test_fast_forward_is_exact_with_phases_kernel(seed):
     rnd = np.random.default_rng(seed)
     acts = [np.array([rnd.integers(0, 2), rnd.integers(0, len(WAITS)), rnd.integers(0, 2)]) for _ in range(20)]
     kw = dict(boot_states=True, phases=True, actions={"wait": WAITS},
-              scenario={"reader_phases": "rngd", "start": "ready", "step_ms": 5})
+              scenario={"reader_phases": "rngd", "start": "ready", "step_ms": 5, "load": "20/50",
+                        "load_phases": "onoff"})
     a = _run(KernelEnv(**kw), seed, 20, actions=acts)
     b = _run(KernelEnv(**kw, fast_forward=False), seed, 20, actions=acts)
     assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
     assert {READER, IDLE} <= {i["reader_phase"] for _, _, i in a}
+    assert {JOB, OFF} <= {i["load_phase"] for _, _, i in a}
+
+
+def _raid6_episode(schedule: str, seed: int):
+    env = Raid6BenchEnv(phases=True, scenario={"load": "20/50", "load_phases": schedule, "preempt": "full"})
+    env.reset(seed=seed)
+    rq = _row(env, "runqueue length of the modprobe CPU / 4")
+    out = []
+    while True:
+        obs, _, term, _, info = env.step(1)
+        job = env.unwrapped._episode.r6._job
+        out.append((info["load_phase"], job.sum_exec_runtime, float(obs[rq])))
+        if term:
+            return out[:-1]     # (the last step: modprobe has exited)
+
+
+@given(seed=st.integers(0, 10**6), name=st.sampled_from(sorted(LOAD_SCHEDULES)))
+@settings(max_examples=20, deadline=None)
+def test_load_schedules_draw_their_documented_lengths(seed, name):
+    got = [PhaseSchedule(name, np.random.default_rng(seed), LOAD_SCHEDULES).phase(i) for i in range(64)]
+    if name == "none":
+        assert set(got) == {JOB}
+    elif name == "starts":
+        assert got[0] == OFF and 1 <= got.index(JOB) <= 8 and set(got[got.index(JOB):]) == {JOB}
+    elif name == "stops":
+        assert got[0] == JOB and 1 <= got.index(OFF) <= 8 and set(got[got.index(OFF):]) == {OFF}
+    else:
+        assert got[0] == JOB and {JOB, OFF} == set(got)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_job_that_has_not_started_runs_nothing_and_a_stopped_one_finishes_its_period(seed):
+    out = _raid6_episode("starts", seed)
+    first = [p for p, _, _ in out].index(JOB)
+    assert first >= 1 and all(t == 0 for _, t, _ in out[:first]) and out[-1][1] > 0
+    out = _raid6_episode("stops", seed)
+    stop = [p for p, _, _ in out].index(OFF)
+    ran = [t for _, t, _ in out[stop - 1:]]
+    assert ran[-1] - ran[0] <= 20 * NSEC_PER_MSEC      # at most the rest of its 20 ms period
+    assert len(set(ran[1:])) == 1                     # then nothing
+
+
+def test_runqueue_entry_sees_the_job():
+    job_rows, off_rows = [], []
+    for seed in range(3):
+        for phase, _, row in _raid6_episode("onoff", seed):
+            (job_rows if phase == JOB else off_rows).append(row)
+    assert max(job_rows) > max(off_rows) == 0.25      # modprobe alone when the job is off

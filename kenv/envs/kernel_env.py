@@ -16,9 +16,10 @@ from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
-from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
+from ..subsystems.phases import LOAD_SCHEDULES, READER_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
+from ..subsystems.raid6 import STATE_ROWS as RAID6_STATE_ROWS
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
 
 #: the decisions, in the order of the MultiDiscrete action
@@ -65,6 +66,11 @@ class _KernelEpisode:
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
+        # each part's schedule has its own generator: their draws interleave
+        # in no order that depends on the simulation
+        reader_rng, load_rng = ((None, None) if phase_rng is None else
+                                (np.random.default_rng(int(phase_rng.integers(0, 2**63 - 1))),
+                                 np.random.default_rng(int(phase_rng.integers(0, 2**63 - 1)))))
         hw_params = get_platform(HWRNG_FROM).hwrng
         silent = float(scenario["silent_s"])
         hw_params = dataclasses.replace(
@@ -73,7 +79,7 @@ class _KernelEpisode:
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
                                  kthread_cpus=(READER_CPU,), learned=ff and ff.hwrng,
-                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], phase_rng))
+                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], reader_rng))
         self.phased = phase_rng is not None
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
@@ -91,7 +97,9 @@ class _KernelEpisode:
         self.r6 = Raid6Subsystem(k, r6_plat, cpu=RAID6_CPU, kernel_version=self.kernel_version,
                                  load=scenario["load"],
                                  interval_us=int(scenario["cyclictest_interval_us"]),
-                                 t0=k.now + int(rng.integers(0, k.TICK_NSEC)))
+                                 t0=k.now + int(rng.integers(0, k.TICK_NSEC)),
+                                 schedule=None if phase_rng is None
+                                 else PhaseSchedule(scenario["load_phases"], load_rng, LOAD_SCHEDULES))
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, self.hz)
                           + self.q.config_features())
@@ -136,7 +144,7 @@ class _KernelEpisode:
         if self.crng_obs:
             obs += one_hot(self.pool.crng_init, len(CRNG_ROWS))
         if self.phased:
-            obs += self.hw.state_observation()
+            obs += self.hw.state_observation() + self.r6.state_observation()
         return obs
 
     def info(self) -> dict:
@@ -211,7 +219,8 @@ class KernelEnv(KenvEnv):
     | 21 | readers in ``rng_dev_read()`` |
     | 22 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) |
     | 23 | time since the last ``RNG_DATA`` read, log10(1 + us) / 7 |
-    | 24.. | previous action, one-hot per dimension |
+    | 24 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) |
+    | 25.. | previous action, one-hot per dimension |
 
     ## Rewards
 
@@ -268,6 +277,7 @@ class KernelEnv(KenvEnv):
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
     | ``reader_phase`` | str | Kernel-v2 only: the hwrng reader's phase in the step, ``reader`` or ``idle`` | the first step's |
+    | ``load_phase`` | str | Kernel-v2 only: the modprobe CPU's background job's phase, ``job`` or ``off`` | the first step's |
 
     ## Starting State
 
@@ -299,7 +309,9 @@ class KernelEnv(KenvEnv):
     Kernel-v1 with the /dev/hwrng reader coming and going by a schedule
     drawn at reset (scenario field ``reader_phases``; see HwrngWait-v1 and
     kenv.subsystems.phases): an idle reader finishes its read(2) in
-    progress and sleeps until a step with a reader begins.
+    progress and sleeps until a step with a reader begins; and the job on
+    the modprobe CPU starting and stopping by another (``load_phases``, see
+    Raid6Bench-v2).
 
     ## Episode End
 
@@ -323,10 +335,12 @@ class KernelEnv(KenvEnv):
 
     * v2 (draft; ``boot_states=True, phases=True``): workloads that change
       within an episode (issue #31): the hwrng reader comes and goes by a
-      schedule drawn at reset (scenario field ``reader_phases``), and the
+      schedule drawn at reset (scenario field ``reader_phases``), the job on
+      the modprobe CPU starts and stops by another (``load_phases``), and the
       observation gains the FIFO level, readers in ``rng_dev_read()``,
-      ``reading_mutex`` waiters and the time since the last FIFO read
-      (entries 20-23; the previous action moves to 24..).
+      ``reading_mutex`` waiters, the time since the last FIFO read and the
+      modprobe CPU's runqueue length (entries 20-24; the previous action
+      moves to 25..).
     * v1: boot-time starting states (issue #30): every episode of the default
       mix starts before crng READY (scenario field ``start``: ``boot``; ``ready``
       is v0's start), and the observation gains the ``crng_init`` one-hot
@@ -401,8 +415,9 @@ class KernelEnv(KenvEnv):
         # phases=True (issue #31): the hwrng reader comes and goes (scenario
         # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
         # observation carries what the hwrng driver could read (STATE_ROWS)
-        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2", {"reader_phases": tuple(READER_SCHEDULES)},
-                         STATE_ROWS)
+        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2",
+                         {"reader_phases": tuple(READER_SCHEDULES), "load_phases": tuple(LOAD_SCHEDULES)},
+                         STATE_ROWS + RAID6_STATE_ROWS)
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
         self._init_kwargs["phases"] = self.phases

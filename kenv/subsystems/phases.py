@@ -47,6 +47,30 @@ READER_SCHEDULES = MappingProxyType({
 })
 
 
+#: the phases of the raid6 subsystem's background job in a step
+JOB, OFF = "job", "off"
+
+#: Schedules of the background job on the benchmarking CPU (scenario field
+#: ``load_phases`` of Raid6Bench and Kernel with ``phases=True``; the job is
+#: the scenario's ``load``, so with ``load: none`` they change nothing):
+#:
+#: * ``none``: the job throughout (the -v0 workload).
+#: * ``onoff``: a job that starts and stops, as a systemd timer unit starts a
+#:   service that runs and exits (systemd.timer(5): ``OnBootSec=``,
+#:   ``OnUnitActiveSec=``; e.g. man-db.timer, logrotate.timer): job for 1-4
+#:   steps, off for 1-4, and again.
+#: * ``starts``: off for 1-8 steps, then the job for the rest (a timer with
+#:   ``OnBootSec=`` firing while modprobe raid6_pq runs at boot).
+#: * ``stops``: the job for 1-8 steps, then off for the rest (a job that
+#:   was running when modprobe began, and exits).
+LOAD_SCHEDULES = MappingProxyType({
+    "none": ((JOB, (1, 1)),),
+    "onoff": ((JOB, (1, 4)), (OFF, (1, 4))),
+    "starts": ((OFF, (1, 8)), (JOB, (10**9, 10**9))),
+    "stops": ((JOB, (1, 8)), (OFF, (10**9, 10**9))),
+})
+
+
 class PhaseSchedule:
     """The phase of each step of one episode: ``phase(i)`` for step ``i``
     (0-based; the boot before the first step is in step 0's phase).
