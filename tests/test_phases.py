@@ -1,7 +1,8 @@
 """Workloads that change within an episode (issue #31 item 1): ``phases=True``.
 
-The reader of /dev/hwrng comes and goes by a schedule drawn at reset
-(kenv.subsystems.phases); these tests check that the schedule is a function
+The reader of /dev/hwrng comes and goes, the job on the benchmarking CPU
+starts and stops, qperf's traffic changes size or pauses, by schedules drawn
+at reset (kenv.subsystems.phases); these tests check that the schedule is a function
 of the seed, that each phase does what its source says (no reader: no
 read(2) returns), that the observation entries follow the phase, that bad
 values are refused with a clear error, and that the fast-forwards stay exact.
@@ -18,8 +19,10 @@ from hypothesis import strategies as st
 from kenv.envs.hwrng_wait import HwrngWaitEnv
 from kenv.envs.kernel_env import KernelEnv
 from kenv.envs.raid6_bench import Raid6BenchEnv
+from kenv.envs.random_mix import RandomMixEnv
 from kenv.errors import ConfigError
 from kenv.subsystems.hwrng import STATE_ROWS
+from kenv.subsystems.qperf import STATE_ROWS as QPERF_STATE_ROWS
 from kenv.subsystems.phases import IDLE, JOB, LOAD_SCHEDULES, OFF, READER, READER_SCHEDULES, PhaseSchedule
 from kenv.sim.engine import NSEC_PER_MSEC
 
@@ -143,6 +146,7 @@ def test_v0_spaces_are_unchanged():
     (lambda: KernelEnv(phases=True), ["phases", "boot_states=True"]),
     (lambda: Raid6BenchEnv(phases=True, scenario={"load_phases": "sometimes"}), ["load_phases", "sometimes", "onoff"]),
     (lambda: KernelEnv(boot_states=True, phases=True, scenario={"load_phases": "rngd"}), ["load_phases", "rngd"]),
+    (lambda: RandomMixEnv(phases=True, scenario={"traffic_phases": "bursty"}), ["traffic_phases", "bursty", "sweep"]),
 ])
 def test_bad_phase_values_are_config_errors(make, match):
     with pytest.raises(ConfigError) as e:
@@ -152,6 +156,7 @@ def test_bad_phase_values_are_config_errors(make, match):
 
 
 @pytest.mark.parametrize("make", [lambda: HwrngWaitEnv(phases=True), lambda: Raid6BenchEnv(phases=True),
+                                  lambda: RandomMixEnv(phases=True),
                                   lambda: KernelEnv(boot_states=True, phases=True)])
 def test_check_env_with_phases(make):
     check_env(make(), skip_render_check=True)
@@ -175,12 +180,13 @@ def test_fast_forward_is_exact_with_phases_kernel(seed):
     acts = [np.array([rnd.integers(0, 2), rnd.integers(0, len(WAITS)), rnd.integers(0, 2)]) for _ in range(20)]
     kw = dict(boot_states=True, phases=True, actions={"wait": WAITS},
               scenario={"reader_phases": "rngd", "start": "ready", "step_ms": 5, "load": "20/50",
-                        "load_phases": "onoff"})
+                        "load_phases": "onoff", "traffic_phases": "pauses"})
     a = _run(KernelEnv(**kw), seed, 20, actions=acts)
     b = _run(KernelEnv(**kw, fast_forward=False), seed, 20, actions=acts)
     assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
     assert {READER, IDLE} <= {i["reader_phase"] for _, _, i in a}
     assert {JOB, OFF} <= {i["load_phase"] for _, _, i in a}
+    assert "pause" in {i["traffic_phase"] for _, _, i in a}
 
 
 def _raid6_episode(schedule: str, seed: int):
@@ -228,3 +234,74 @@ def test_runqueue_entry_sees_the_job():
         for phase, _, row in _raid6_episode("onoff", seed):
             (job_rows if phase == JOB else off_rows).append(row)
     assert max(job_rows) > max(off_rows) == 0.25      # modprobe alone when the job is off
+
+
+# ------------------------------------------------------------ RandomMix traffic
+
+def _traffic(schedule: str, size: str, seed: int, steps: int = 32, ff: bool = True, preempt: str = "platform"):
+    env = RandomMixEnv(phases=True, fast_forward=ff, actions=["workqueue", "timer", "schedule_work", "hardirq"],
+                       scenario={"traffic_phases": schedule, "msg_size": size, "preempt": preempt})
+    return env, _run(env, seed, steps, actions=[(i * 7 + seed) % 4 for i in range(steps)])
+
+
+@pytest.mark.parametrize("size", ["4K", "256K"])
+def test_a_pause_has_no_traffic_and_the_interrupt_rate_shows_it(size):
+    env, out = _traffic("pauses", size, 4)
+    irq = _row(env, QPERF_STATE_ROWS[0][0])
+    phases = [i["traffic_phase"] for _, _, i in out]
+    assert "pause" in phases[1:]
+    for k in range(2, len(out)):
+        obs, r, info = out[k]
+        if phases[k] == "pause":
+            # the round trip in flight as the pause began completes; then nothing
+            assert info["round_trips"] <= (1 if phases[k - 1] != "pause" else 0)
+            assert info["latency_us"] == -1.0 and info["reward_components"]["throughput"] == 0.0
+            if phases[k - 1] == "pause":
+                assert obs[irq] == 0.0 and info["mixes"] == 0
+        else:
+            assert info["round_trips"] > 0 and obs[irq] > 0.3
+
+
+def test_the_sweep_goes_on_at_twice_the_size():
+    env, out = _traffic("sweep", "16K", 2)
+    phases = [i["traffic_phase"] for _, _, i in out[1:]]
+    k = phases.index("pause")
+    assert 1 <= k <= 31 and set(phases[:k]) == {"16 KiB"} and set(phases[k + 1:]) <= {"32 KiB"}
+    clean = {i["traffic_phase"]: i["clean_latency_us"] for _, _, i in out[1:]}
+    assert clean["32 KiB"] > clean["16 KiB"]
+    # after 1024K the sweep is over: no traffic at all
+    _, out = _traffic("sweep", "1024K", 2)
+    phases = [i["traffic_phase"] for _, _, i in out[1:]]
+    k = phases.index("pause")
+    assert set(phases[k:]) == {"pause"} and all(i["round_trips"] == 0 for _, _, i in out[k + 3:])
+
+
+@pytest.mark.parametrize("schedule, size, seed, preempt", [
+    ("pauses", "4K", 4, "platform"), ("pauses", "64K", 5, "full"), ("pauses", "1024K", 4, "rt"),
+    ("sweep", "4K", 5, "full"), ("sweep", "64K", 4, "platform"), ("sweep", "512K", 7, "platform")])
+def test_fast_forward_is_exact_with_phases_randommix(schedule, size, seed, preempt):
+    _, a = _traffic(schedule, size, seed, preempt=preempt)
+    _, b = _traffic(schedule, size, seed, ff=False, preempt=preempt)
+    assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
+
+
+def test_traffic_phases_none_is_v0s_workload():
+    scen = {"msg_size": "64K", "preempt": "full"}
+    v0 = RandomMixEnv(scenario=scen)
+    v1 = RandomMixEnv(phases=True, scenario={**scen, "traffic_phases": "none"})
+    acts = [0, 1, 1, 0, 1, 0, 0, 1]
+    a, b = _run(v0, 3, 8, actions=acts), _run(v1, 3, 8, actions=acts)
+    n = len(RandomMixEnv.OBS_ROWS)
+    for (oa, ra, ia), (ob, rb, ib) in zip(a, b):
+        assert ra == rb and np.array_equal(oa[:n], ob[:n]) and ia["round_trips"] == ib["round_trips"]
+
+
+def test_qperf_cannot_start_paused():
+    from kenv.platforms import get_platform
+    from kenv.workloads.qperf import QperfTcpLat, irq_randomness_factory
+
+    plat = get_platform("x86-ib40g")
+    wl = QperfTcpLat(plat, random_factory=irq_randomness_factory(plat), preempt="voluntary",
+                     rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="msg_size"):
+        wl.run_slice(0, wl.engine.now + 10**6)

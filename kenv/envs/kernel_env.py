@@ -16,8 +16,9 @@ from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
-from ..subsystems.phases import LOAD_SCHEDULES, READER_SCHEDULES, PhaseSchedule
+from ..subsystems.phases import LOAD_SCHEDULES, READER_SCHEDULES, TRAFFIC_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
+from ..subsystems.qperf import STATE_ROWS as QPERF_STATE_ROWS
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
 from ..subsystems.raid6 import STATE_ROWS as RAID6_STATE_ROWS
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
@@ -60,17 +61,19 @@ class _KernelEpisode:
         self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
+        # each part's schedule has its own generator: their draws interleave
+        # in no order that depends on the simulation
+        traffic_rng, reader_rng, load_rng = (
+            (None, None, None) if phase_rng is None else
+            tuple(np.random.default_rng(int(phase_rng.integers(0, 2**63 - 1))) for _ in range(3)))
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns,
-                                learned=ff and ff.qperf, load_balance=load_balance)
+                                learned=ff and ff.qperf, load_balance=load_balance,
+                                schedule=None if phase_rng is None
+                                else PhaseSchedule(scenario["traffic_phases"], traffic_rng, TRAFFIC_SCHEDULES))
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
-        # each part's schedule has its own generator: their draws interleave
-        # in no order that depends on the simulation
-        reader_rng, load_rng = ((None, None) if phase_rng is None else
-                                (np.random.default_rng(int(phase_rng.integers(0, 2**63 - 1))),
-                                 np.random.default_rng(int(phase_rng.integers(0, 2**63 - 1)))))
         hw_params = get_platform(HWRNG_FROM).hwrng
         silent = float(scenario["silent_s"])
         hw_params = dataclasses.replace(
@@ -144,11 +147,11 @@ class _KernelEpisode:
         if self.crng_obs:
             obs += one_hot(self.pool.crng_init, len(CRNG_ROWS))
         if self.phased:
-            obs += self.hw.state_observation() + self.r6.state_observation()
+            obs += self.q.state_observation() + self.hw.state_observation() + self.r6.state_observation()
         return obs
 
     def info(self) -> dict:
-        return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
+        return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label, **self.q.phase_info(),
                 **self.hw.info(), **self.r6.info(), **pool_info(self.pool),
                 # RCU stalls of this machine (the client); BUGs of both hosts
                 **kernel_reports_info(self._stall_kernels, self.q.kernels)}
@@ -210,17 +213,21 @@ class KernelEnv(KenvEnv):
     | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) |
     | 20.. | previous action, one-hot per dimension |
 
-    Kernel-v2 (``phases=True``) then adds what the hwrng driver could read at
-    the step's end (kenv.subsystems.hwrng.STATE_ROWS):
+    Kernel-v2 (``phases=True``) then adds the NIC's recent interrupt rate
+    and mixes (RandomMix-v1's) and what the hwrng driver could read at the
+    step's end (HwrngWait-v1's) and the modprobe CPU's runqueue length
+    (Raid6Bench-v2's):
 
     | index | meaning |
     |---|---|
-    | 20 | ``RNG_STATUS >> 24`` / FIFO depth |
-    | 21 | readers in ``rng_dev_read()`` |
-    | 22 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) |
-    | 23 | time since the last ``RNG_DATA`` read, log10(1 + us) / 7 |
-    | 24 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) |
-    | 25.. | previous action, one-hot per dimension |
+    | 20 | NIC receive interrupts on the qperf CPU in the last step, log10(1 + per ms) / 3 |
+    | 21 | fast-pool mixes in the last step (both hosts) / 4 (capped at 1) |
+    | 22 | ``RNG_STATUS >> 24`` / FIFO depth |
+    | 23 | readers in ``rng_dev_read()`` |
+    | 24 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) |
+    | 25 | time since the last ``RNG_DATA`` read, log10(1 + us) / 7 |
+    | 26 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) |
+    | 27.. | previous action, one-hot per dimension |
 
     ## Rewards
 
@@ -276,6 +283,7 @@ class KernelEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup (-1.0 once modprobe has exited) | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    | ``traffic_phase`` | str | Kernel-v2 only: qperf's message size in the step, or ``pause`` | the first step's |
     | ``reader_phase`` | str | Kernel-v2 only: the hwrng reader's phase in the step, ``reader`` or ``idle`` | the first step's |
     | ``load_phase`` | str | Kernel-v2 only: the modprobe CPU's background job's phase, ``job`` or ``off`` | the first step's |
 
@@ -306,7 +314,8 @@ class KernelEnv(KenvEnv):
     first step.  ``start: ready`` is Kernel-v0's starting state.
 
     Kernel-v2 (``phases=True``, mix ``configs/scenarios/kernel-v2.yaml``):
-    Kernel-v1 with the /dev/hwrng reader coming and going by a schedule
+    Kernel-v1 with qperf's traffic changing size or pausing (``traffic_phases``,
+    see RandomMix-v1), the /dev/hwrng reader coming and going by a schedule
     drawn at reset (scenario field ``reader_phases``; see HwrngWait-v1 and
     kenv.subsystems.phases): an idle reader finishes its read(2) in
     progress and sleeps until a step with a reader begins; and the job on
@@ -334,13 +343,14 @@ class KernelEnv(KenvEnv):
     ## Version History
 
     * v2 (draft; ``boot_states=True, phases=True``): workloads that change
-      within an episode (issue #31): the hwrng reader comes and goes by a
+      within an episode (issue #31): qperf's traffic changes size or pauses
+      (scenario field ``traffic_phases``), the hwrng reader comes and goes by a
       schedule drawn at reset (scenario field ``reader_phases``), the job on
       the modprobe CPU starts and stops by another (``load_phases``), and the
-      observation gains the FIFO level, readers in ``rng_dev_read()``,
-      ``reading_mutex`` waiters, the time since the last FIFO read and the
-      modprobe CPU's runqueue length (entries 20-24; the previous action
-      moves to 25..).
+      observation gains the NIC interrupt rate and mixes of the last step,
+      the FIFO level, readers in ``rng_dev_read()``, ``reading_mutex``
+      waiters, the time since the last FIFO read and the modprobe CPU's
+      runqueue length (entries 20-26; the previous action moves to 27..).
     * v1: boot-time starting states (issue #30): every episode of the default
       mix starts before crng READY (scenario field ``start``: ``boot``; ``ready``
       is v0's start), and the observation gains the ``crng_init`` one-hot
@@ -416,8 +426,9 @@ class KernelEnv(KenvEnv):
         # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
         # observation carries what the hwrng driver could read (STATE_ROWS)
         self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2",
-                         {"reader_phases": tuple(READER_SCHEDULES), "load_phases": tuple(LOAD_SCHEDULES)},
-                         STATE_ROWS + RAID6_STATE_ROWS)
+                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES), "reader_phases": tuple(READER_SCHEDULES),
+                          "load_phases": tuple(LOAD_SCHEDULES)},
+                         QPERF_STATE_ROWS + STATE_ROWS + RAID6_STATE_ROWS)
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
         self._init_kwargs["phases"] = self.phases

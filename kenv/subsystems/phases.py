@@ -71,6 +71,29 @@ LOAD_SCHEDULES = MappingProxyType({
 })
 
 
+#: the phases of qperf's traffic in a step: at the scenario's ``msg_size``,
+#: at the next size of the seed's sweep (twice it), or paused (no traffic)
+SIZE, NEXT_SIZE, PAUSE = "size", "next_size", "pause"
+
+#: Schedules of qperf's traffic (scenario field ``traffic_phases`` of
+#: RandomMix and Kernel with ``phases=True``):
+#:
+#: * ``none``: ``msg_size`` throughout (the -v0 workload).
+#: * ``sweep``: the seed's own run, ``qperf ... -oo msg_size:4K:1024K:*2
+#:   tcp_lat`` (seed 000): the episode straddles one step of the sweep --
+#:   ``msg_size`` for 1-31 steps, one step without traffic while qperf ends
+#:   the test and sets up the next, then twice the size (after 1024K the
+#:   sweep is over: no traffic).
+#: * ``pauses``: traffic with idle gaps on the NIC (a request/response
+#:   service between bursts of requests): ``msg_size`` for 2-8 steps, no
+#:   traffic for 1-3, and again.
+TRAFFIC_SCHEDULES = MappingProxyType({
+    "none": ((SIZE, (1, 1)),),
+    "sweep": ((SIZE, (1, 31)), (PAUSE, (1, 1)), (NEXT_SIZE, (10**9, 10**9))),
+    "pauses": ((SIZE, (2, 8)), (PAUSE, (1, 3))),
+})
+
+
 class PhaseSchedule:
     """The phase of each step of one episode: ``phase(i)`` for step ``i``
     (0-based; the boot before the first step is in step 0's phase).
