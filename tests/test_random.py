@@ -489,9 +489,10 @@ def test_mix_timer_on_a_busy_cpu_replayed_exactly(monkeypatch, scenario, polls, 
         assert exact_states[key] == state, key
 
 
-def test_run_slice_keeps_one_message_size():
-    """run_slice() continues one ping-pong: another size is a clear error
-    naming msg_size, and the run is where it was (nothing simulated)."""
+def test_run_slice_changes_size_at_the_next_round_trip():
+    """run_slice() continues one ping-pong; another size (qperf's next test,
+    RandomMix phases) takes effect at the client's next round trip, and the
+    slice's latency is that of the new size (a 4K round trip is far shorter)."""
     import gymnasium as gym
 
     import kenv  # noqa: F401
@@ -500,11 +501,11 @@ def test_run_slice_keeps_one_message_size():
     env.reset(seed=0)
     env.step(1)
     wl = env.unwrapped._episode.q.wl
-    now, rts = wl.engine.now, wl.pairs[0].rts
-    with pytest.raises(ConfigError) as e:
-        wl.run_slice(4096, now + 10_000_000)
-    assert e.value.field == "msg_size" and "65536" in str(e.value)
-    assert (wl.engine.now, wl.pairs[0].rts) == (now, rts)
+    assert wl.size == 65536
+    (big,) = wl.run_slice(65536, wl.engine.now + 10_000_000)
+    (small,) = wl.run_slice(4096, wl.engine.now + 10_000_000)
+    assert wl.size == 4096 and small.round_trips > 2 * big.round_trips
+    assert small.latency_ns < big.latency_ns
     env.step(1)     # the env goes on
     assert wl.engine.now > now
 
