@@ -116,18 +116,22 @@ def test_observation_follows_the_phase():
         assert obs[in_read] == float(phases[k] == READER and phases[k + 1] == READER), k
 
 
-def test_phases_none_is_v0s_workload():
+@pytest.mark.parametrize("cls, scenario, field, key, added", [
+    (HwrngWaitEnv, RPI, "reader_phases", "hwrng_bytes", 7),
+    (RandomMixEnv, {"msg_size": "64K", "preempt": "full"}, "traffic_phases", "round_trips", 2),
+    (Raid6BenchEnv, {"load": "20/50", "preempt": "full"}, "load_phases", "worst_wakeup_us", 1)])
+def test_phases_none_is_v0s_workload(cls, scenario, field, key, added):
     # the phase schedule draws from its own generator: pinned to "none", the
-    # episode is v0's, with the new entries appended to the observation
-    v0 = HwrngWaitEnv(scenario=RPI)
-    v1 = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "none"})
-    acts = [0, 1, 2, 2, 0, 1, 2, 0]
+    # episode is v0's, with the new entries added to the observation
+    v0 = cls(scenario=scenario)
+    v1 = cls(phases=True, scenario={**scenario, field: "none"})
+    acts = [i % len(v0.actions) for i in (0, 1, 2, 2, 0, 1, 2, 0)]
     a, b = _run(v0, 9, 8, actions=acts), _run(v1, 9, 8, actions=acts)
-    n = len(HwrngWaitEnv.OBS_ROWS)
+    n = len(cls.OBS_ROWS)
     for (oa, ra, ia), (ob, rb, ib) in zip(a, b):
         assert ra == rb and np.array_equal(oa[:n], ob[:n]) and np.array_equal(oa[n:], ob[-len(v0.actions):])
-        assert ia["hwrng_bytes"] == ib["hwrng_bytes"]
-    assert v1.observation_space.shape[0] == v0.observation_space.shape[0] + 7
+        assert ia[key] == ib[key]
+    assert v1.observation_space.shape[0] == v0.observation_space.shape[0] + added
 
 
 def test_v0_spaces_are_unchanged():
@@ -284,16 +288,6 @@ def test_fast_forward_is_exact_with_phases_randommix(schedule, size, seed, preem
     _, b = _traffic(schedule, size, seed, ff=False, preempt=preempt)
     assert [(o.tobytes(), r, repr(i)) for o, r, i in a] == [(o.tobytes(), r, repr(i)) for o, r, i in b]
 
-
-def test_traffic_phases_none_is_v0s_workload():
-    scen = {"msg_size": "64K", "preempt": "full"}
-    v0 = RandomMixEnv(scenario=scen)
-    v1 = RandomMixEnv(phases=True, scenario={**scen, "traffic_phases": "none"})
-    acts = [0, 1, 1, 0, 1, 0, 0, 1]
-    a, b = _run(v0, 3, 8, actions=acts), _run(v1, 3, 8, actions=acts)
-    n = len(RandomMixEnv.OBS_ROWS)
-    for (oa, ra, ia), (ob, rb, ib) in zip(a, b):
-        assert ra == rb and np.array_equal(oa[:n], ob[:n]) and ia["round_trips"] == ib["round_trips"]
 
 
 def test_qperf_cannot_start_paused():

@@ -627,8 +627,9 @@ class QperfTcpLat:
         the round trip in flight ends at the old size, the next is at the
         new one) or pass 0: the traffic pauses (the client sleeps after its
         round trip in flight) until a call with a size resumes it.  ``hold``:
-        the time of the next such change, if known (no fast-forward skips a
-        round trip that starts at or after it).
+        the time of the next such change (no fast-forward skips a round trip
+        that starts at or after it); a change that the previous call's
+        ``hold`` did not announce for this call's start is a ConfigError.
         """
         eng = self.engine
         if not self.continuous:
@@ -643,6 +644,10 @@ class QperfTcpLat:
                 p.last_completion = t0
                 eng.at(t0, p.client.k.wake_up_process, p.client.task)
         else:
+            if size != self.next_size and any(p.t_hold > eng.now for p in self.pairs):
+                # (a fast-forward planned without it may run on at the old size)
+                raise ConfigError("msg_size", size, f"{self.next_size}, or another size announced by the "
+                                  "previous run_slice's hold= (the time of the change)")
             # a new size (0: a pause) from the clients' next round trip on
             self.next_size = size
             for p in self.pairs:
