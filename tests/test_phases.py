@@ -299,3 +299,22 @@ def test_qperf_cannot_start_paused():
                      rng=np.random.default_rng(0))
     with pytest.raises(ConfigError, match="msg_size"):
         wl.run_slice(0, wl.engine.now + 10**6)
+
+
+@pytest.mark.parametrize("make, added", [
+    (lambda **kw: HwrngWaitEnv(**kw), {"reader_phase"}),
+    (lambda **kw: RandomMixEnv(**kw), {"traffic_phase"}),
+    (lambda **kw: Raid6BenchEnv(**kw), {"load_phase"}),
+    (lambda **kw: KernelEnv(boot_states=True, **kw), {"traffic_phase", "reader_phase", "load_phase"})])
+def test_phased_info_is_v0s_plus_the_phases_with_one_type_each(make, added):
+    env, v0 = make(phases=True), make()
+    _, info = env.reset(seed=1)
+    assert set(info) == set(v0.reset(seed=1)[1]) | added
+    types = {k: type(v) for k, v in info.items()}
+    env.action_space.seed(1)
+    for i in range(40):
+        _, _, term, trunc, info = env.step(env.action_space.sample())
+        assert {k: type(v) for k, v in info.items()} == types, i
+        assert all(isinstance(info[k], str) and info[k] for k in added)
+        if term or trunc:
+            _, info = env.reset(seed=i)

@@ -177,7 +177,10 @@ class HwrngWaitEnv(KenvEnv):
     | ``hwrng_bytes_per_s`` | float | the reader's rate over the step | -1.0 |
     | ``spin_cpu_s`` | float | CPU time spun in ``cpu_relax()`` in the step | 0.0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
-    | ``reader_phase`` | str | ``phases=True`` only: the reader's phase in the step, ``reader`` or ``idle`` | the first step's (the boot runs in it) |
+
+    With ``phases=True`` info also has ``reader_phase`` (str): the reader's
+    phase in the step, ``reader`` or ``idle`` (at reset: the first step's,
+    which the boot runs in).
 
     ## Starting State
 

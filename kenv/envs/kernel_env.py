@@ -283,9 +283,11 @@ class KernelEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup (-1.0 once modprobe has exited) | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
-    | ``traffic_phase`` | str | Kernel-v2 only: qperf's message size in the step, or ``pause`` | the first step's |
-    | ``reader_phase`` | str | Kernel-v2 only: the hwrng reader's phase in the step, ``reader`` or ``idle`` | the first step's |
-    | ``load_phase`` | str | Kernel-v2 only: the modprobe CPU's background job's phase, ``job`` or ``off`` | the first step's |
+
+    Kernel-v2 (``phases=True``) info also has ``traffic_phase``,
+    ``reader_phase`` and ``load_phase`` (str): the phase of each part in the
+    step (see RandomMix-v1, HwrngWait-v1, Raid6Bench-v2; at reset: the first
+    step's).
 
     ## Starting State
 

@@ -177,7 +177,9 @@ class Raid6BenchEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
-    | ``load_phase`` | str | ``phases=True`` only: the job's phase in the step, ``job`` or ``off`` | the first step's |
+
+    With ``phases=True`` info also has ``load_phase`` (str): the job's phase
+    in the step, ``job`` or ``off`` (at reset: the first step's).
 
     ## Starting State
 

@@ -149,7 +149,9 @@ class RandomMixEnv(KenvEnv):
     | ``round_trips`` | int | qperf round trips completed in the step | 0 |
     | ``mixes`` | int | fast-pool mixes in the step (both hosts) | 0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
-    | ``traffic_phase`` | str | ``phases=True`` only: the step's message size (``64 KiB``), or ``pause`` | the first step's |
+
+    With ``phases=True`` info also has ``traffic_phase`` (str): the step's
+    message size (``64 KiB``) or ``pause`` (at reset: the first step's).
 
     ## Starting State
 
