@@ -306,6 +306,12 @@ def check_kernel_option(value: Any, option: str, env_id: str, options: tuple[str
     return on
 
 
+def check_phases(value: Any, env_id: str) -> bool:
+    """``phases=``: True or False (True: workloads that change within an
+    episode, kenv.subsystems.phases; the phased versions' ids turn it on)."""
+    return validate(_FAST_FORWARD, value, "phases", f"True (phased workloads) or False ({env_id})")
+
+
 _NAME_LIST = TypeAdapter(Annotated[list[Annotated[str, Field(strict=True, max_length=200)]],
                                    Field(min_length=1, max_length=64)])
 
@@ -411,6 +417,6 @@ __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES", "ResetOptions",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
     "check_fast_forward", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
-    "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
+    "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_seconds", "cli_seed", "to_config_error", "validate",
 ]

@@ -489,9 +489,12 @@ def test_mix_timer_on_a_busy_cpu_replayed_exactly(monkeypatch, scenario, polls, 
         assert exact_states[key] == state, key
 
 
-def test_run_slice_keeps_one_message_size():
-    """run_slice() continues one ping-pong: another size is a clear error
-    naming msg_size, and the run is where it was (nothing simulated)."""
+def test_run_slice_changes_size_only_where_announced():
+    """run_slice() continues one ping-pong: another size that the previous
+    call's ``hold`` did not announce is a clear error naming msg_size, and the
+    run is where it was (nothing simulated); an announced one (qperf's next
+    test, RandomMix phases) takes effect at the client's next round trip (a
+    4K round trip is far shorter than a 64K one)."""
     import gymnasium as gym
 
     import kenv  # noqa: F401
@@ -507,6 +510,11 @@ def test_run_slice_keeps_one_message_size():
     assert (wl.engine.now, wl.pairs[0].rts) == (now, rts)
     env.step(1)     # the env goes on
     assert wl.engine.now > now
+    now = wl.engine.now
+    (big,) = wl.run_slice(65536, now + 10_000_000, hold=now + 10_000_000)
+    (small,) = wl.run_slice(4096, wl.engine.now + 10_000_000)
+    assert wl.size == 4096 and small.round_trips > big.round_trips
+    assert small.latency_ns < big.latency_ns
 
 
 @pytest.mark.parametrize("env_id,scenario", [

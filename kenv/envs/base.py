@@ -22,7 +22,8 @@ from ..drivers.hwrng_ff import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
 from ..schema import (
-    check_fast_forward, check_kernel_option, check_load_balance, check_render_mode, check_reset_options, check_seed,
+    check_fast_forward, check_kernel_option, check_load_balance, check_phases, check_render_mode,
+    check_reset_options, check_seed,
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
@@ -96,6 +97,9 @@ class KenvEnv(gym.Env):
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
     PATCHED: ClassVar[Any] = None
+    #: workloads that change within an episode (``phases=True``, issue #31):
+    #: the env draws a phase schedule per episode (kenv.subsystems.phases)
+    phases: bool = False
     #: the kernel options this env can turn on (keyword arguments; the
     #: ``-v1`` ids pass them, kenv.envs.registration.ENV_KWARGS)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
@@ -160,6 +164,7 @@ class KenvEnv(gym.Env):
         self._prev_feats: dict = {}
         self._scenario: dict | None = None
         self._scenario_types = scenario_field_types(self.SCENARIO_FIELDS)
+        self._phase_rng: np.random.Generator | None = None
         self._scenario_info: dict = {}
         self._last: dict | None = None
         self._last_action: int | None = None
@@ -171,11 +176,11 @@ class KenvEnv(gym.Env):
         # render() of the episode on (_arm_timeline); None until then
         self._timeline = None
 
-    @classmethod
-    def observation_rows(cls, actions: Sequence[str]) -> list[tuple[str, float, float]]:
-        """(meaning, min, max) of each observation entry: the env's rows, then
+    def observation_rows(self, actions: Sequence[str]) -> list[tuple[str, float, float]]:
+        """(meaning, min, max) of each observation entry: the env's rows (this
+        instance's: a keyword argument such as ``phases=True`` may add some), then
         a one-hot of the previous action (all zero after reset)."""
-        return list(cls.OBS_ROWS) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
+        return list(self.OBS_ROWS) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
 
     # --------------------------------------------------------------- actions
     def _make_action_space(self) -> spaces.Space:
@@ -244,6 +249,10 @@ class KenvEnv(gym.Env):
         self._scenario = scenario
         self._scenario_info = {f: t(scenario[f]) for f, t in self._scenario_types.items() if f in scenario}
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
+        # the phase schedule's own generator (drawn after the simulation's seed:
+        # without phases nothing else is drawn, so -v0 episodes are unchanged)
+        self._phase_rng = (np.random.default_rng(int(self.np_random.integers(0, 2**63 - 1)))
+                           if self.phases else None)
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
         self._last = None
         self._last_action = None
@@ -391,6 +400,17 @@ class KenvEnv(gym.Env):
         return np.array([lo if x < lo else hi if x > hi else x
                          for x, lo, hi in zip(self._episode.observation(), self._obs_low, self._obs_high)]
                         + self._prev_action_features(), dtype=np.float32)
+
+    def _use_phases(self, phases: Any, env_id: str, default_scenario: str,
+                    fields: Mapping[str, Sequence[Any]], rows: Sequence) -> None:
+        """Before ``KenvEnv.__init__``: with ``phases=True``, this instance is
+        ``env_id`` (its default mix ``default_scenario``, with the scenario
+        fields ``fields`` and the observation rows ``rows`` added)."""
+        self.phases = check_phases(phases, self.ENV_ID)
+        if self.phases:
+            self.ENV_ID, self.DEFAULT_SCENARIO = env_id, default_scenario
+            self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, **fields}
+            self.OBS_ROWS = list(self.OBS_ROWS) + list(rows)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError

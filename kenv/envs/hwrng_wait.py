@@ -14,7 +14,9 @@ from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
+from ..errors import ConfigError
+from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
+from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
@@ -25,7 +27,8 @@ STEP_LIMIT_NS = 5 * NSEC_PER_SEC
 class _HwrngEpisode:
     """One boot of a bcm2835 board with the rng, the hwrng kthread and a reader."""
 
-    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None):
+    def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
+                 phase_rng: np.random.Generator | None = None):
         plat = get_platform(scenario["platform"])
         preempt = plat.preempt if scenario["preempt"] == "platform" else scenario["preempt"]
         hz = plat.hz if scenario["hz"] == "platform" else int(scenario["hz"])
@@ -40,7 +43,9 @@ class _HwrngEpisode:
         self._kernels = (self.k,)
         self.hw = HwrngSubsystem(self.k, self.pool, params, smp_cache_bytes=plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reads_per_step=1,
-                                 learned=ff and ff.hwrng)
+                                 learned=ff and ff.hwrng,
+                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], phase_rng))
+        self.phased = phase_rng is not None
         # boot until the rng has registered and discarded its warm-up numbers:
         # the first step starts with the hwrng kthread and the reader at
         # /dev/hwrng and the generator running (unless the board keeps it silent)
@@ -69,8 +74,11 @@ class _HwrngEpisode:
 
     def observation(self) -> list[float]:
         hw_obs = self.hw.observation()
-        return (self._obs_head + [hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
-                + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
+        obs = (self._obs_head + [hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
+               + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
+        if self.phased:
+            obs += self.hw.state_observation() + one_hot(self.pool.crng_init, len(CRNG_ROWS))
+        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool),
@@ -117,6 +125,18 @@ class HwrngWaitEnv(KenvEnv):
     | 12 | crng progress: credited bits / 256 | 0 | 1 |
     | 13.. | previous action one-hot (all zero after reset) | 0 | 1 |
 
+    With ``phases=True`` (HwrngWait-v1) what the driver could read at the
+    step's end comes before the previous action:
+
+    | index | meaning | min | max |
+    |---|---|---|---|
+    | 13 | ``RNG_STATUS >> 24`` / FIFO depth: words in the FIFO now | 0 | 1 |
+    | 14 | readers in ``rng_dev_read()`` (the reader's next read(2) has begun) | 0 | 1 |
+    | 15 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) | 0 | 1 |
+    | 16 | time since words were last read from ``RNG_DATA``, log10(1 + us) / 7 | 0 | 1 |
+    | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY, CRNG_READY | 0 | 1 |
+    | 20.. | previous action one-hot | 0 | 1 |
+
     ## Rewards
 
     Components per step: ``throughput`` = log10(1 + reader bytes/s) /
@@ -158,12 +178,27 @@ class HwrngWaitEnv(KenvEnv):
     | ``spin_cpu_s`` | float | CPU time spun in ``cpu_relax()`` in the step | 0.0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
 
+    With ``phases=True`` info also has ``reader_phase`` (str): the reader's
+    phase in the step, ``reader`` or ``idle`` (at reset: the first step's,
+    which the boot runs in).
+
     ## Starting State
 
     A board drawn from the mix (``configs/scenarios/hwrng.yaml``), booted
     until the rng has registered and discarded its warm-up numbers: the
     ``hwrng`` kthread and a reader are at /dev/hwrng, the crng is not READY yet
     (on bcm2835-kernelci the generator stays silent until 30 s after boot).
+
+    With ``phases=True`` the reader comes and goes (scenario field ``reader_phases``,
+    mix ``configs/scenarios/hwrng-v1.yaml``; kenv.subsystems.phases names the
+    source of each schedule): ``none`` a reader throughout (v0), ``rngd``
+    rng-tools' rngd reading in bursts of 2-16 reads with 1-4 idle steps
+    between (asleep in ``poll()``), ``boot`` one burst of 8-24 reads then
+    idle, ``idle`` no reader at all (the ``hwrng`` kthread is the only
+    consumer of the FIFO).  Segment lengths are drawn at reset from the
+    episode's seed.  An idle reader finishes a read(2) in progress, then
+    sleeps until a step with a reader begins; an idle step has no read to
+    end it and lasts 5 s.
 
     ## Episode End
 
@@ -174,12 +209,19 @@ class HwrngWaitEnv(KenvEnv):
 
     ``gym.make("kenv/HwrngWait-v0", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
-    fast_forward=True)``; scenario fields: ``platform``, ``preempt``, ``hz``,
-    ``silent_s``, ``reader_bs``.  ``fast_forward=False`` simulates every poll
+    fast_forward=True, phases=False)``; scenario fields: ``platform``, ``preempt``, ``hz``,
+    ``silent_s``, ``reader_bs`` (and ``reader_phases`` with ``phases=True``).  ``fast_forward=False`` simulates every poll
     and read in detail (the same trajectories, slower).
 
     ## Version History
 
+    * v1 (draft; ``phases=True``): workloads that change within an episode
+      (issue #31): the /dev/hwrng reader comes and goes by a schedule drawn
+      at reset (scenario field ``reader_phases``), and the observation gains the
+      FIFO level, readers in ``rng_dev_read()``, ``reading_mutex`` waiters,
+      time since the last FIFO read and the ``crng_init`` one-hot (entries
+      13-19; the previous action moves to 20..).  ``reader_phases: none`` is v0's
+      workload.
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
       ``None`` for no value yet, now -1.0; step-only keys missing from reset's
@@ -210,13 +252,22 @@ class HwrngWaitEnv(KenvEnv):
         ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
     ]
 
+    def __init__(self, *, phases: bool = False, **kwargs):
+        # phases=True: the reader comes and goes (scenario field ``reader_phases``,
+        # mix configs/scenarios/hwrng-v1.yaml) and the observation carries what
+        # the driver could read (STATE_ROWS, CRNG_ROWS)
+        self._use_phases(phases, "kenv/HwrngWait-v1", "hwrng-v1", {"reader_phases": tuple(READER_SCHEDULES)},
+                         STATE_ROWS + CRNG_ROWS)
+        super().__init__(**kwargs)
+        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+
     def _check_actions(self, actions):
         out = super()._check_actions(actions)
         self._waits = tuple(parse_wait(a) for a in out)
         return out
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
-        return _HwrngEpisode(scenario, rng, self.ff_memory)
+        return _HwrngEpisode(scenario, rng, self.ff_memory, self._phase_rng)
 
     def _episode_action(self, index: int):
         return self._waits[index]

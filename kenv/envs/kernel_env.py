@@ -15,9 +15,12 @@ from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
+from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
+from ..subsystems.phases import LOAD_SCHEDULES, READER_SCHEDULES, TRAFFIC_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
+from ..subsystems.qperf import STATE_ROWS as QPERF_STATE_ROWS
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
+from ..subsystems.raid6 import STATE_ROWS as RAID6_STATE_ROWS
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
 
 #: the decisions, in the order of the MultiDiscrete action
@@ -45,21 +48,29 @@ READER_CPU = 2
 #: starts STARTUP_MARGIN_NS after the rng's probe, while the generator still
 #: discards its warm-up numbers and nothing has credited the input pool yet
 START = ("ready", "boot")
-#: kenv/Kernel-v1's observation entries after Kernel-v0's (crng_init one-hot)
-CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1),
-             ("crng_init == CRNG_READY", 0, 1))
+# kenv/Kernel-v1's observation entries after Kernel-v0's: the crng_init
+# one-hot, CRNG_ROWS (kenv.subsystems.hwrng); with phases=True the hwrng's
+# STATE_ROWS follow them
 
 
 class _KernelEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 crng_obs: bool = False, load_balance: bool = False, irq_threads: bool = False):
+                 crng_obs: bool = False, load_balance: bool = False, irq_threads: bool = False,
+                 phase_rng: np.random.Generator | None = None):
         self.plat, self.preempt = resolve_machine(scenario)
         self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
+        # each part's schedule has its own generator: their draws interleave
+        # in no order that depends on the simulation
+        traffic_rng, reader_rng, load_rng = (
+            (None, None, None) if phase_rng is None else
+            tuple(np.random.default_rng(int(phase_rng.integers(0, 2**63 - 1))) for _ in range(3)))
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]), step_ns=self.step_ns,
-                                learned=ff and ff.qperf, load_balance=load_balance, irq_threads=irq_threads)
+                                learned=ff and ff.qperf, load_balance=load_balance, irq_threads=irq_threads,
+                                schedule=None if phase_rng is None
+                                else PhaseSchedule(scenario["traffic_phases"], traffic_rng, TRAFFIC_SCHEDULES))
         k = self.k = self.q.client_kernel
         self.pool = self.q.client_pool
         self._stall_kernels = (k,)
@@ -74,7 +85,9 @@ class _KernelEpisode:
                                  # (rt with interrupt threads: the hwrng kthread's msleep()
                                  # timers expire in ksoftirqd/N, which no record of the hwrng
                                  # fast-forward holds: it is off there)
-                                 learned=ff.hwrng if ff is not None and k.irq is None else None)
+                                 learned=ff.hwrng if ff is not None and k.irq is None else None,
+                                 schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], reader_rng))
+        self.phased = phase_rng is not None
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
             # wait for the generator's warm-up, and the crediting rules decide
@@ -91,7 +104,9 @@ class _KernelEpisode:
         self.r6 = Raid6Subsystem(k, r6_plat, cpu=RAID6_CPU, kernel_version=self.kernel_version,
                                  load=scenario["load"],
                                  interval_us=int(scenario["cyclictest_interval_us"]),
-                                 t0=k.now + int(rng.integers(0, k.TICK_NSEC)))
+                                 t0=k.now + int(rng.integers(0, k.TICK_NSEC)),
+                                 schedule=None if phase_rng is None
+                                 else PhaseSchedule(scenario["load_phases"], load_rng, LOAD_SCHEDULES))
         # the entries of the observation and info that an episode never changes
         self._obs_head = (kernel_config_features(self.preempt, self.hz)
                           + self.q.config_features())
@@ -135,10 +150,12 @@ class _KernelEpisode:
                + [min(1.0, self.pool.init_bits / 256)])
         if self.crng_obs:
             obs += one_hot(self.pool.crng_init, len(CRNG_ROWS))
+        if self.phased:
+            obs += self.q.state_observation() + self.hw.state_observation() + self.r6.state_observation()
         return obs
 
     def info(self) -> dict:
-        return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label,
+        return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label, **self.q.phase_info(),
                 **self.hw.info(), **self.r6.info(), **pool_info(self.pool),
                 # RCU stalls of this machine (the client); BUGs of both hosts
                 **kernel_reports_info(self._stall_kernels, self.q.kernels)}
@@ -200,6 +217,22 @@ class KernelEnv(KenvEnv):
     | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) |
     | 20.. | previous action, one-hot per dimension |
 
+    Kernel-v2 (``phases=True``) then adds the NIC's recent interrupt rate
+    and mixes (RandomMix-v1's) and what the hwrng driver could read at the
+    step's end (HwrngWait-v1's) and the modprobe CPU's runqueue length
+    (Raid6Bench-v2's):
+
+    | index | meaning |
+    |---|---|
+    | 20 | NIC receive interrupts on the qperf CPU in the last step, log10(1 + per ms) / 3 |
+    | 21 | fast-pool mixes in the last step (both hosts) / 4 (capped at 1) |
+    | 22 | ``RNG_STATUS >> 24`` / FIFO depth |
+    | 23 | readers in ``rng_dev_read()`` |
+    | 24 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) |
+    | 25 | time since the last ``RNG_DATA`` read, log10(1 + us) / 7 |
+    | 26 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) |
+    | 27.. | previous action, one-hot per dimension |
+
     ## Rewards
 
     The components of the three single envs, summed per component:
@@ -255,6 +288,11 @@ class KernelEnv(KenvEnv):
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
 
+    Kernel-v2 (``phases=True``) info also has ``traffic_phase``,
+    ``reader_phase`` and ``load_phase`` (str): the phase of each part in the
+    step (see RandomMix-v1, HwrngWait-v1, Raid6Bench-v2; at reset: the first
+    step's).
+
     ## Starting State
 
     Both hosts booted and qperf connected; the rng probed 5 ms after boot and
@@ -281,6 +319,15 @@ class KernelEnv(KenvEnv):
     bootloader seed, and qperf's traffic (NIC interrupts) runs from the
     first step.  ``start: ready`` is Kernel-v0's starting state.
 
+    Kernel-v2 (``phases=True``, mix ``configs/scenarios/kernel-v2.yaml``):
+    Kernel-v1 with qperf's traffic changing size or pausing (``traffic_phases``,
+    see RandomMix-v1), the /dev/hwrng reader coming and going by a schedule
+    drawn at reset (scenario field ``reader_phases``; see HwrngWait-v1 and
+    kenv.subsystems.phases): an idle reader finishes its read(2) in
+    progress and sleeps until a step with a reader begins; and the job on
+    the modprobe CPU starting and stopping by another (``load_phases``, see
+    Raid6Bench-v2).
+
     ## Episode End
 
     Terminated when ``modprobe`` exits (after its last benchmark window: about
@@ -293,7 +340,8 @@ class KernelEnv(KenvEnv):
     reward_weights=None, render_mode=None, fast_forward=True, load_balance=False,
     irq_threads=False)``;
     ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
-    ``KERNEL_V1`` in kenv/envs/registration.py).  ``load_balance=True`` runs
+    ``KERNEL_V1`` in kenv/envs/registration.py); ``phases=True`` (with
+    ``boot_states=True``: a Kernel-v2) adds the phased workloads.  ``load_balance=True`` runs
     the kernel with CFS load balancing (kenv.kernel.balance; no registered id
     sets it yet, see Version History).
     ``fast_forward=False`` simulates every round trip, poll and read in detail
@@ -301,6 +349,15 @@ class KernelEnv(KenvEnv):
 
     ## Version History
 
+    * v2 (draft; ``boot_states=True, phases=True``): workloads that change
+      within an episode (issue #31): qperf's traffic changes size or pauses
+      (scenario field ``traffic_phases``), the hwrng reader comes and goes by a
+      schedule drawn at reset (scenario field ``reader_phases``), the job on
+      the modprobe CPU starts and stops by another (``load_phases``), and the
+      observation gains the NIC interrupt rate and mixes of the last step,
+      the FIFO level, readers in ``rng_dev_read()``, ``reading_mutex``
+      waiters, the time since the last FIFO read and the modprobe CPU's
+      runqueue length (entries 20-26; the previous action moves to 27..).
     * v1: boot-time starting states (issue #30): every episode of the default
       mix starts before crng READY (scenario field ``start``: ``boot``; ``ready``
       is v0's start), and the observation gains the ``crng_init`` one-hot
@@ -367,7 +424,7 @@ class KernelEnv(KenvEnv):
         ("previous raid6 window's lost calls", 0, 1), ("crng progress", 0, 1),
     ]
 
-    def __init__(self, *, boot_states: bool = False, **kwargs):
+    def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):
         if type(boot_states) is not bool:
             raise ConfigError("boot_states", boot_states, "True (kenv/Kernel-v1) or False (kenv/Kernel-v0)")
         self.boot_states = boot_states
@@ -377,8 +434,19 @@ class KernelEnv(KenvEnv):
             self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/Kernel-v1", "kernel-v1"
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, "start": START}
             self.OBS_ROWS = self.OBS_ROWS + list(CRNG_ROWS)
+        if phases is True and not boot_states:
+            raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/Kernel-v2: "
+                              "Kernel-v1's starting states and observation, with phased workloads)")
+        # phases=True (issue #31): the hwrng reader comes and goes (scenario
+        # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
+        # observation carries what the hwrng driver could read (STATE_ROWS)
+        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2",
+                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES), "reader_phases": tuple(READER_SCHEDULES),
+                          "load_phases": tuple(LOAD_SCHEDULES)},
+                         QPERF_STATE_ROWS + STATE_ROWS + RAID6_STATE_ROWS)
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
+        self._init_kwargs["phases"] = self.phases
 
     # ------------------------------------------------ a MultiDiscrete action
     def _check_actions(self, actions: Mapping[str, Sequence[str]] | None) -> tuple:
@@ -453,4 +521,4 @@ class KernelEnv(KenvEnv):
         # off; the qperf one replays only steady round trips there.)
         ff = None if self.load_balance else self.ff_memory
         return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance,
-                              irq_threads=self.irq_threads)
+                              irq_threads=self.irq_threads, phase_rng=self._phase_rng)

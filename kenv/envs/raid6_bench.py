@@ -12,7 +12,8 @@ from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
+from ..subsystems.phases import LOAD_SCHEDULES, PhaseSchedule
+from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, STATE_ROWS, Raid6Subsystem
 from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
@@ -23,7 +24,8 @@ STEP_LIMIT_NS = 30 * NSEC_PER_SEC
 class _Raid6Episode:
     """One boot: cyclictest on the CPU modprobe will use, then modprobe raid6_pq."""
 
-    def __init__(self, scenario: dict, rng: np.random.Generator, load_balance: bool = False):
+    def __init__(self, scenario: dict, rng: np.random.Generator, load_balance: bool = False,
+                 phase_rng: np.random.Generator | None = None):
         hz = None if scenario["hz"] == "platform" else int(scenario["hz"])
         kernel = None if scenario["kernel"] == "platform" else str(scenario["kernel"])
         plat, hz, kernel = resolve_config(scenario["platform"], scenario["preempt"],
@@ -38,7 +40,10 @@ class _Raid6Episode:
         cpu = int(rng.integers(0, plat.nr_cpus))
         t0 = int(rng.integers(0, k.TICK_NSEC))
         self.r6 = Raid6Subsystem(k, plat, cpu=cpu, kernel_version=kernel, load=scenario["load"],
-                                 interval_us=int(scenario["cyclictest_interval_us"]), t0=t0)
+                                 interval_us=int(scenario["cyclictest_interval_us"]), t0=t0,
+                                 schedule=None if phase_rng is None
+                                 else PhaseSchedule(scenario["load_phases"], phase_rng, LOAD_SCHEDULES))
+        self.phased = phase_rng is not None
         # a step ends with its benchmark window (the engine runs only inside steps)
         self.r6.on_progress = k.engine.request_stop
         self._kernels = (k,)
@@ -68,7 +73,10 @@ class _Raid6Episode:
 
     def observation(self) -> list[float]:
         r6 = self.r6.observation()
-        return self._obs_head + r6[:2] + [float(self.kernel_version == "5.17")] + r6[2:]
+        obs = self._obs_head + r6[:2] + [float(self.kernel_version == "5.17")] + r6[2:]
+        if self.phased:
+            obs += self.r6.state_observation()
+        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.r6.info(),
@@ -123,6 +131,11 @@ class Raid6BenchEnv(KenvEnv):
     | 12 | share of the previous window's calls lost to preemption |
     | 13.. | previous action one-hot (all zero after reset) |
 
+    With ``phases=True`` (Raid6Bench-v2) entry 13 is the runqueue length of
+    the CPU modprobe runs on / 4 (capped at 1) at the step's end: modprobe,
+    the cyclictest thread if woken, the job if running or runnable; the
+    previous action moves to 14..
+
     ## Rewards
 
     Per step, weighted by the reward profile (:mod:`kenv.envs.reward`):
@@ -165,11 +178,22 @@ class Raid6BenchEnv(KenvEnv):
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
 
+    With ``phases=True`` info also has ``load_phase`` (str): the job's phase
+    in the step, ``job`` or ``off`` (at reset: the first step's).
+
     ## Starting State
 
     A scenario is drawn from the mix (``configs/scenarios/raid6.yaml``):
     platform, preemption model, HZ, raid6_choose_gen() version, load.
     cyclictest has been running 10 ms when modprobe starts.
+
+    With ``phases=True`` (mix ``configs/scenarios/raid6-v2.yaml``) the
+    job of ``load`` starts and stops by a schedule drawn at reset (scenario
+    field ``load_phases``, kenv.subsystems.phases: ``none`` the job
+    throughout, ``onoff`` 1-4 steps on and 1-4 off as a systemd timer's
+    service runs and exits, ``starts`` off then on, ``stops`` on then off).
+    A stopping job finishes its period's work (the hog: its chunk) first; a
+    started one runs its first period at once.
 
     ## Episode End
 
@@ -185,11 +209,16 @@ class Raid6BenchEnv(KenvEnv):
     sets; see Version History); ``scenario``
     is a packaged mix name, a YAML path or a dict of field overrides
     (``platform``, ``preempt``, ``hz``, ``kernel``, ``load``,
-    ``cyclictest_interval_us``).  ``fast_forward`` is accepted like the
+    ``cyclictest_interval_us``; ``load_phases`` with ``phases=True``).  ``fast_forward`` is accepted like the
     other envs' and changes nothing (this env has no fast-forward).
 
     ## Version History
 
+    * v2 (draft; ``phases=True``): the background job starts and stops
+      within the episode (scenario field ``load_phases``) and the
+      observation gains the benchmarking CPU's runqueue length (entry 13;
+      the previous action moves to 14..).  ``load_phases: none`` is v0's
+      workload.
     * v1: the kernel balances load (kenv.kernel.balance, ``kernel/sched/fair.c``:
       newidle and idle CPUs' periodic balance; ``can_migrate_task()`` refuses
       cache-hot, pinned and migrate-disabled tasks).  modprobe is not pinned:
@@ -239,6 +268,15 @@ class Raid6BenchEnv(KenvEnv):
         ("previous worst wakeup (log scale)", 0, 1.5), ("previous window's lost calls", 0, 1),
     ]
 
+    def __init__(self, *, phases: bool = False, **kwargs):
+        # phases=True: the background job starts and stops (scenario field
+        # ``load_phases``, mix configs/scenarios/raid6-v2.yaml) and the
+        # observation carries the benchmarking CPU's runqueue length
+        self._use_phases(phases, "kenv/Raid6Bench-v2", "raid6-v2", {"load_phases": tuple(LOAD_SCHEDULES)},
+                         STATE_ROWS)
+        super().__init__(**kwargs)
+        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _Raid6Episode:
-        return _Raid6Episode(scenario, rng, self.load_balance)
+        return _Raid6Episode(scenario, rng, self.load_balance, self._phase_rng)
 

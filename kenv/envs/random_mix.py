@@ -7,19 +7,23 @@ from typing import ClassVar
 import numpy as np
 
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
-from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
+from ..subsystems.phases import TRAFFIC_SCHEDULES, PhaseSchedule
+from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, STATE_ROWS, QperfSubsystem, resolve_machine
 from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features
 
 
 class _RandomMixEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 irq_threads: bool = False):
+                 irq_threads: bool = False, phase_rng: np.random.Generator | None = None):
         self.plat, self.preempt = resolve_machine(scenario)
         self.hz = self.plat.hz
         self.q = QperfSubsystem(self.plat, preempt=self.preempt, rng=rng, msg_size=scenario["msg_size"],
                                 threshold=int(scenario["threshold"]),
                                 step_ns=int(float(scenario["step_ms"]) * NSEC_PER_MSEC),
-                                learned=ff and ff.qperf, irq_threads=irq_threads)
+                                learned=ff and ff.qperf, irq_threads=irq_threads,
+                                schedule=None if phase_rng is None
+                                else PhaseSchedule(scenario["traffic_phases"], phase_rng, TRAFFIC_SCHEDULES))
+        self.phased = phase_rng is not None
         self.last_bug = 0.0
         self._bits = self.q.bits()   # bits credited on both hosts so far (the simulation runs in step())
         # the entries of the observation and info that an episode never changes
@@ -44,7 +48,10 @@ class _RandomMixEpisode:
 
     def observation(self) -> list[float]:
         n_hosts = len(self.q.randoms)
-        return self._obs_head + [self.q.last, min(1.0, self._bits / (256.0 * n_hosts)), self.last_bug]
+        obs = self._obs_head + [self.q.last, min(1.0, self._bits / (256.0 * n_hosts)), self.last_bug]
+        if self.phased:
+            obs += self.q.state_observation()
+        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.q.info()}
@@ -91,6 +98,18 @@ class RandomMixEnv(KenvEnv):
     | 9 | the previous step hit a kernel BUG | 0 | 1 |
     | 10.. | previous action one-hot (all zero after reset) | 0 | 1 |
 
+    With ``phases=True`` (RandomMix-v1) before the previous action (10..
+    moves to 12..):
+
+    | index | meaning | min | max |
+    |---|---|---|---|
+    | 10 | NIC receive interrupts on the client's qperf CPU in the last step (its round trips x the message's interrupts), log10(1 + per ms) / 3 | 0 | 1 |
+    | 11 | fast-pool mixes in the last step (both hosts) / 4, capped at 1 | 0 | 1 |
+
+    ``fast_pool.count`` itself is not observed: the simulator counts a
+    message's interrupts in bulk, so at a step's end it is not the value
+    the kernel would hold (and a fast-forward counts them later still).
+
     ## Rewards
 
     Per step: ``latency`` = the step's mean tcp_lat / the undisturbed
@@ -131,11 +150,25 @@ class RandomMixEnv(KenvEnv):
     | ``mixes`` | int | fast-pool mixes in the step (both hosts) | 0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
 
+    With ``phases=True`` info also has ``traffic_phase`` (str): the step's
+    message size (``64 KiB``) or ``pause`` (at reset: the first step's).
+
     ## Starting State
 
     Both hosts booted, crng empty, qperf connected; a scenario is drawn from
     ``configs/scenarios/randommix.yaml`` (preemption model, HZ, message size,
     mix threshold).
+
+    With ``phases=True`` (mix ``configs/scenarios/randommix-v1.yaml``) the
+    traffic changes within the episode by a schedule drawn at reset
+    (scenario field ``traffic_phases``, kenv.subsystems.phases): ``none``
+    ``msg_size`` throughout (v0); ``sweep`` one step of the seed's own sweep
+    (``-oo msg_size:4K:1024K:*2``): ``msg_size`` for 1-31 steps, a step
+    without traffic, then twice the size (none after 1024K); ``pauses``
+    traffic for 2-8 steps, none for 1-3, and again.  A round trip in flight
+    at a change completes at its size; a step without traffic has
+    ``latency`` and ``throughput`` 0 (``latency_us`` -1.0).  Entry 5 stays
+    the scenario's ``msg_size``.
 
     ## Episode End
 
@@ -146,11 +179,12 @@ class RandomMixEnv(KenvEnv):
 
     ``gym.make("kenv/RandomMix-v0", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
-    fast_forward=True, irq_threads=False)``; scenario fields: ``platform``,
-    ``preempt``, ``hz``, ``msg_size``, ``threshold``, ``step_ms``.
+    fast_forward=True, irq_threads=False, phases=False)``; scenario fields: ``platform``,
+    ``preempt``, ``hz``, ``msg_size``, ``threshold``, ``step_ms`` (and
+    ``traffic_phases`` with ``phases=True``).
     ``fast_forward=False`` simulates every round trip in detail (the same
-    trajectories, slower).  ``irq_threads=True`` (an argument, in no
-    registered id yet): on the scenarios with ``preempt`` "rt" the kernels
+    trajectories, slower).  ``irq_threads=True``: on the scenarios with
+    ``preempt`` "rt" the kernels
     run PREEMPT_RT's forced interrupt threads (kenv.kernel.irq): the NIC's
     handler and NET_RX in ``irq/N-mlx4-ib0`` at SCHED_FIFO 50, the mix timer
     in ``ksoftirqd/N`` (the platform's 5.15-rt has no ``ktimers``), each a
@@ -160,6 +194,12 @@ class RandomMixEnv(KenvEnv):
 
     ## Version History
 
+    * v1 (draft; ``phases=True``): workloads that change within an episode
+      (issue #31): qperf's traffic changes size or pauses by a schedule
+      drawn at reset (scenario field ``traffic_phases``), and the
+      observation gains the last step's NIC interrupt rate and fast-pool
+      mixes (entries 10-11; the previous action moves to 12..).
+      ``traffic_phases: none`` is v0's workload.
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
       ``None`` for no value yet, now -1.0; step-only keys missing from reset's
@@ -191,6 +231,16 @@ class RandomMixEnv(KenvEnv):
         ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
     ]
 
+    def __init__(self, *, phases: bool = False, **kwargs):
+        # phases=True: qperf's traffic changes size or pauses (scenario field
+        # ``traffic_phases``, mix configs/scenarios/randommix-v1.yaml) and the
+        # observation carries the interrupt rate and the fast pool's state
+        self._use_phases(phases, "kenv/RandomMix-v1", "randommix-v1",
+                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES)}, STATE_ROWS)
+        super().__init__(**kwargs)
+        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _RandomMixEpisode:
-        return _RandomMixEpisode(scenario, rng, self.ff_memory, irq_threads=self.irq_threads)
+        return _RandomMixEpisode(scenario, rng, self.ff_memory, irq_threads=self.irq_threads,
+                                 phase_rng=self._phase_rng)
 

@@ -8,9 +8,10 @@ from ..drivers.hwrng import HwrngCore, WaitStrategy, bcm2835_rng_probe, parse_wa
 from ..drivers.hwrng_ff import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
-from ..kernel.core import Kernel, Task
+from ..kernel.core import BLOCK, Kernel, Task
 from ..sim.engine import NSEC_PER_SEC
 from .common import NO_VALUE, Decision
+from .phases import READER, PhaseSchedule
 
 
 def _wait_name(a) -> str:
@@ -28,6 +29,13 @@ WAIT = Decision(default=("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield"), exte
                 spell=_wait_name)
 #: the reader of /dev/hwrng (an rngd-like loop of read(2) calls)
 READER_COMM = "rngd"
+#: the observation rows of :meth:`HwrngSubsystem.state_observation` (``phases=True``)
+STATE_ROWS = (("RNG_STATUS >> 24 / FIFO depth", 0, 1), ("readers in rng_dev_read()", 0, 1),
+              ("tasks waiting on reading_mutex / 2", 0, 1),
+              ("time since the last RNG_DATA read, log10(1 + us) / 7", 0, 1))
+#: the crng state one-hot (drivers/char/random.c ``crng_init``)
+CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1),
+             ("crng_init == CRNG_READY", 0, 1))
 
 
 class HwrngSubsystem:
@@ -38,7 +46,8 @@ class HwrngSubsystem:
 
     def __init__(self, k: Kernel, pool: InputPool, params, *, smp_cache_bytes: int, bs: int,
                  reader_cpus=None, kthread_cpus=None, reads_per_step: int | None = None,
-                 logs: bool = False, learned: HwrngLearned | None = None):
+                 logs: bool = False, learned: HwrngLearned | None = None,
+                 schedule: PhaseSchedule | None = None):
         if type(bs) is not int or bs < 1:   # read(fd, buf, 0) in a loop never sleeps: a hang
             raise ConfigError("reader_bs", bs, "an integer number of bytes >= 1")
         self.k, self.pool, self.params = k, pool, params
@@ -58,6 +67,14 @@ class HwrngSubsystem:
         self._log_max_bps = math.log10(1.0 + self.max_bytes_per_s)   # the throughput's scale
         self.last = [0.0, 0.0]
         self._boot_until: int | None = None
+        #: the reader's phases (kenv.subsystems.phases; None: a reader throughout)
+        self.schedule = schedule
+        #: the step in progress (0 from boot through the first step)
+        self.step_no = 0
+        self._stepped = False
+        #: the reader's task, and whether it sleeps because its phase is idle
+        self._reader_task: Task | None = None
+        self._reader_parked = False
         k.engine.at(params.probe_ns, self._probe)
 
     def boot(self, until: int) -> None:
@@ -83,7 +100,14 @@ class HwrngSubsystem:
 
     def _reader(self, task: Task):
         core, bs = self.core, self.bs
+        self._reader_task = task
         while True:
+            if self.schedule is not None and not self._reader_wanted():
+                # rngd asleep in poll() (an idle phase): woken by begin_step
+                self._reader_parked = True
+                yield BLOCK
+                self._reader_parked = False
+                continue
             ff = core.rng.ff
             if ff is not None:
                 left = None if self.reads_per_step is None else self.reads_per_step - self._reads()
@@ -92,6 +116,15 @@ class HwrngSubsystem:
                     if (yield from ff.skip_reads(task, core, bs, left)):
                         continue
             yield from rng_dev_read(task, core, bs)
+
+    def _reader_wanted(self) -> bool:
+        """Whether the reader starts another read(2) now: the step's phase, or
+        the next step's once the step's last read has returned (the next read
+        begins in the same event as the step ends, HwrngWait-v0)."""
+        i = self.step_no
+        if self.reads_per_step is not None and self._stepped and self._reads() >= self.reads_per_step:
+            i += 1
+        return self.schedule.phase(i) == READER
 
     def _reads(self) -> int:
         """The reader's read(2)s returned in this step."""
@@ -107,6 +140,9 @@ class HwrngSubsystem:
 
     def begin_step(self, wait: WaitStrategy, limit_ns: int) -> None:
         self.wait = wait
+        if self._stepped:
+            self.step_no += 1
+        self._stepped = True
         if self.core is not None:
             self.core.rng.set_wait(wait)
             # a cpu_relax() spin looks at the strategy again at the step's end
@@ -115,6 +151,8 @@ class HwrngSubsystem:
             self.core.rng.quiet_until = limit_ns
         self._reads0 = self.core.reads.get(READER_COMM, 0) if self.core is not None else 0
         self._stop_at_reads()
+        if self._reader_parked and self._reader_wanted():
+            self.k.wake_up_process(self._reader_task)   # rngd's poll() returns
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
 
     def _stop_at_reads(self) -> None:
@@ -144,8 +182,25 @@ class HwrngSubsystem:
         silent (the driver cannot see that either, it polls RNG_STATUS)."""
         return [float(self.reader_bytes == 0)] + self.last
 
+    def state_observation(self) -> list[float]:
+        """What a driver could read at the step's end (the rows of
+        :data:`STATE_ROWS`): ``RNG_STATUS >> 24`` over the FIFO depth, readers
+        in ``rng_dev_read()``, tasks asleep on ``reading_mutex`` (/ 2), and the
+        time since words were last read from ``RNG_DATA`` (log10(1 + us) / 7:
+        10 s -> 1).  All zero before the probe."""
+        core = self.core
+        if core is None:
+            return [0.0, 0.0, 0.0, 0.0]
+        rng, now = core.rng, self.k.now
+        since_us = max(0, now - rng.last_read_ns) / 1e3
+        return [rng.words_available(now) / rng.params.fifo_words, min(1.0, float(len(core.reading))),
+                min(1.0, len(core.reading_mutex.wait_list) / 2), min(1.0, math.log10(1.0 + since_us) / 7.0)]
+
     def info(self) -> dict:
-        return {"wait": str(self.wait), "reader_bytes": self.reader_bytes}
+        out = {"wait": str(self.wait), "reader_bytes": self.reader_bytes}
+        if self.schedule is not None:
+            out["reader_phase"] = self.schedule.phase(self.step_no)
+        return out
 
 
 def pool_info(pool: InputPool) -> dict:

@@ -17,12 +17,19 @@ from ..workloads.qperf import (
     QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_size, steady_round_trip,
 )
 from .common import NO_VALUE, Decision, kernel_reports_info
+from .phases import NEXT_SIZE, PAUSE, PhaseSchedule
 
 #: where mix_interrupt_randomness() runs: in a high-priority kworker (before
 #: the patch), from the next timer tick (the patch), a normal-priority
 #: system-queue kworker, or in the hard IRQ (the original)
 DEFERRAL = Decision(default=("workqueue", "timer"), extended=("schedule_work", "hardirq"),
                     original="hardirq", pre_patch="workqueue", patched="timer")
+
+#: how many steps ahead a traffic schedule is looked at (QperfSubsystem._next_change)
+LOOKAHEAD = 64
+#: the observation rows of :meth:`QperfSubsystem.state_observation` (``phases=True``)
+STATE_ROWS = (("NIC interrupts on the qperf CPU last step, log10(1 + per ms) / 3", 0, 1),
+              ("fast-pool mixes last step / 4", 0, 1))
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
@@ -46,7 +53,8 @@ class QperfSubsystem:
 
     def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
                  threshold: int, step_ns: int, learned: QperfLearned | None = None,
-                 load_balance: bool = False, irq_threads: bool = False):
+                 load_balance: bool = False, irq_threads: bool = False,
+                 schedule: PhaseSchedule | None = None):
         self.plat = plat
         self.size = parse_size(str(msg_size))
         self.msg_size_label = format_size(self.size)
@@ -68,6 +76,13 @@ class QperfSubsystem:
         self.clean_rtt_ns = steady_round_trip(plat, preempt=preempt, size=self.size, learned=learned,
                                               irq_threads=irq_threads)
         self.last = 0.0
+        #: the traffic's phases (kenv.subsystems.phases; None: msg_size throughout)
+        self.schedule = schedule
+        self.step_no = 0
+        self._preempt, self._learned, self._irq_threads = preempt, learned, irq_threads
+        self._clean = {self.size: self.clean_rtt_ns}   # the latency reference of each size
+        #: the last step's interrupts on the client's qperf CPU and mixes (state_observation)
+        self.last_irqs = self.last_mixes = 0
 
     def config_features(self) -> list[float]:
         """The observation entries an episode never changes: log2(msg_size / 4 KiB) / 8,
@@ -86,20 +101,70 @@ class QperfSubsystem:
         a, b = self.randoms
         return a.mixes + b.mixes
 
+    def step_size(self, i: int) -> int:
+        """The message size of step ``i`` (0: no traffic): ``msg_size`` without phases."""
+        if self.schedule is None:
+            return self.size
+        phase = self.schedule.phase(i)
+        if phase == PAUSE:
+            return 0
+        if phase == NEXT_SIZE:   # the sweep's next size; none after 1024K (qperf has exited)
+            return 0 if self.size >= parse_size(SIZES[-1]) else 2 * self.size
+        return self.size
+
+    def _next_change(self, size: int) -> int | None:
+        """When the traffic next changes (the start of the first later step
+        of another size; steps last step_ns), looking LOOKAHEAD steps ahead
+        (beyond: then): no fast-forward of qperf may run past it."""
+        if self.schedule is None:
+            return None
+        now = self.wl.engine.now
+        for j in range(1, LOOKAHEAD + 1):
+            if self.step_size(self.step_no - 1 + j) != size:
+                break
+        return now + j * self.step_ns
+
+    def _clean_rtt(self, size: int) -> int:
+        if size not in self._clean:
+            self._clean[size] = steady_round_trip(self.plat, preempt=self._preempt, size=size,
+                                                  learned=self._learned, irq_threads=self._irq_threads)
+        return self._clean[size]
+
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
             r.set_deferral(deferral)
         mixes0 = self.mixes()
+        size = self.step_size(self.step_no)
+        self.step_no += 1
+        clean_rtt = self._clean_rtt(size) if size else 0
         # qperf runs on across steps; a step is the next step_ns of it
-        (st,) = self.wl.run_slice(self.size, self.wl.engine.now + self.step_ns, self.clean_rtt_ns)
+        (st,) = self.wl.run_slice(size, self.wl.engine.now + self.step_ns, clean_rtt, hold=self._next_change(size))
+        # the step's receive interrupts on the client's qperf CPU: its round trips
+        # times the current message's (fast_pool.irqs is counted in bulk, late)
+        self.last_irqs = int(st.round_trips) * len(self.wl.pairs[0].irq_arrivals())
+        self.last_mixes = self.mixes() - mixes0
+        if not size:    # no traffic: no round trip to measure
+            self.last = 0.0
+            return {"throughput": 0.0, "latency": 0.0,
+                    "raw": {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": int(st.round_trips),
+                            "mixes": self.mixes() - mixes0}}
         lat_ns = st.latency_ns
-        clean_ns = self.clean_rtt_ns / 2
+        clean_ns = clean_rtt / 2
         regression = max(0.0, lat_ns / clean_ns - 1.0)
         self.last = min(1.0, regression * 5.0)
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
                         "round_trips": int(st.round_trips),
                         "mixes": self.mixes() - mixes0}}
+
+    def state_observation(self) -> list[float]:
+        """The rows of :data:`STATE_ROWS` (``phases=True``): the last step's
+        receive interrupts on the client's qperf CPU, log10(1 + per ms) / 3
+        (1000 per ms -> 1), and its fast-pool mixes (both hosts) / 4, capped
+        at 1.  (Not ``fast_pool.count``: the simulator counts a message's
+        interrupts in bulk, so at a step's end it is not the kernel's value.)"""
+        per_ms = self.last_irqs * 1e6 / self.step_ns
+        return [min(1.0, math.log10(1.0 + per_ms) / 3.0), min(1.0, self.last_mixes / 4)]
 
     #: the step-only info entries before the first step (reset's info)
     RAW_AT_RESET = {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": 0, "mixes": 0}
@@ -112,7 +177,15 @@ class QperfSubsystem:
                "bits_credited_total": np.array((a.init_bits, b.init_bits), dtype=np.int64),
                "crng_ready_s": np.array((NO_VALUE if a.ready_ns is None else a.ready_ns / NSEC_PER_SEC,
                                          NO_VALUE if b.ready_ns is None else b.ready_ns / NSEC_PER_SEC)),
-                **kernel_reports_info(self.kernels, self.kernels)}
+                **kernel_reports_info(self.kernels, self.kernels), **self.phase_info()}
+
+    def phase_info(self) -> dict:
+        """``traffic_phase`` (with a schedule): the last step's message size, or
+        ``pause`` (at reset: the first step's)."""
+        if self.schedule is None:
+            return {}
+        size = self.step_size(max(0, self.step_no - 1))
+        return {"traffic_phase": format_size(size) if size else "pause"}
 
 
 def resolve_machine(scenario: dict):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..experiments.raid6_cyclictest import SETTLE_NS
-from ..kernel.core import TASK_RUNNABLE, Kernel
+from ..kernel.core import BLOCK, SCHED_NORMAL, TASK_RUNNABLE, Kernel, Run, Task, TaskBody
 from ..sim.engine import NSEC_PER_SEC
 from ..workloads.cyclictest import Cyclictest
-from ..workloads.load import parse_load, start_load
+from ..workloads.load import HOG_CHUNK_NS, parse_load, start_load
 from ..workloads.modprobe import Modprobe
 from .common import NO_VALUE, Decision, log_latency
+from .phases import JOB, PhaseSchedule
 
 #: how a benchmark window of raid6_choose_gen() is protected: preempt_disable()
 #: (upstream), migrate_disable() (the patch), preempt_disable() with a
@@ -21,6 +22,8 @@ BENCHMARK_MODE = Decision(default=("preempt_disable", "migrate_disable"),
 #: the background load on the benchmarking CPU (kenv.workloads.load)
 LOADS = ("none", "continuous", "20/50")
 
+#: the observation rows of :meth:`Raid6Subsystem.state_observation` (``phases=True``)
+STATE_ROWS = (("runqueue length of the modprobe CPU / 4", 0, 1),)
 #: windows in the longest benchmark (v5.16, AVX-512: 9 gen + 9 xor), for the progress entry
 MAX_WINDOWS = 18
 #: ``info["window"]`` of a step in which no benchmark window ended (and of reset)
@@ -56,7 +59,7 @@ class Raid6Subsystem:
     step's worst wakeup is the worst over the probe's threads."""
 
     def __init__(self, k: Kernel, plat, *, cpu: int, kernel_version: str, load, interval_us: int,
-                 t0: int):
+                 t0: int, schedule: PhaseSchedule | None = None):
         self.k, self.plat, self.cpu = k, plat, cpu
         self.load = parse_load(load)
         self.ct = _ProbeCyclictest(k, plat.cyclictest, interval_us=interval_us, priority=95, cpus=[cpu])
@@ -71,6 +74,13 @@ class Raid6Subsystem:
         self.result = NO_RESULT
         #: called as a benchmark window ends and as modprobe exits (Raid6Bench-v0's step ends)
         self.on_progress = None
+        #: the background job's phases (kenv.subsystems.phases; None: the job throughout)
+        self.schedule = schedule
+        #: the step in progress (0 until the second begin_step)
+        self.step_no = 0
+        self._stepped = False
+        self._job: Task | None = None
+        self._job_parked = False
 
     def _launch(self) -> None:
         # fork+exec from a shell that last ran on ``cpu``, which is idle: it stays there
@@ -80,7 +90,37 @@ class Raid6Subsystem:
             self.mp.sel.on_window = self.on_progress
             task.on_exit.append(lambda _task: self.on_progress())
         if self.load is not None:
-            start_load(self.k, task.cpu, self.load)
+            if self.schedule is None:
+                start_load(self.k, task.cpu, self.load)
+            else:    # (start_load's task, stopped and started by the schedule)
+                self._job = self.k.kthread_run(self._phased_job, "stress", cpu=task.cpu, policy=SCHED_NORMAL)
+
+    def _phased_job(self, task: Task) -> TaskBody:
+        """The scenario's load (kenv.workloads.load) that runs only in the
+        schedule's ``job`` steps: out of them it sleeps (the service has
+        exited) until a ``job`` step begins.  It looks at its phase where it
+        would stop: a periodic job as a period begins, the continuous hog
+        between its chunks (HOG_CHUNK_NS of CPU).  A started job runs its
+        first period at once."""
+        spec, k = self.load, task.k
+        eng = k.engine
+        nxt = eng.now
+        while True:
+            if self.schedule.phase(self.step_no) != JOB:
+                self._job_parked = True
+                yield BLOCK                  # woken by begin_step
+                self._job_parked = False
+                nxt = eng.now
+                continue
+            if spec.continuous:
+                yield Run(HOG_CHUNK_NS, user=True)
+                continue
+            yield Run(spec.busy_ns, user=True)     # periodic_job(), as kenv.workloads.load
+            nxt += spec.period_ns
+            while nxt <= eng.now:
+                nxt += spec.period_ns
+            eng.at(nxt, k.wake_up_process, task)
+            yield BLOCK
 
     def _follow(self, task) -> None:
         """Load balancing moved modprobe: a probe thread on its new CPU (after the balance)."""
@@ -98,6 +138,11 @@ class Raid6Subsystem:
 
     def begin_step(self, mode: str) -> None:
         self.mp.sel.mode = mode
+        if self._stepped:
+            self.step_no += 1
+        self._stepped = True
+        if self._job_parked and self.schedule.phase(self.step_no) == JOB:
+            self.k.wake_up_process(self._job)
         self._n0 = len(self.mp.sel.windows)
         for st in self.ct.stats:
             st.max_ns = 0  # the probe's Max is read per step
@@ -145,5 +190,13 @@ class Raid6Subsystem:
                 float(self.load is not None and not self.load.continuous),
                 min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS)] + self.last
 
+    def state_observation(self) -> list[float]:
+        """[the benchmarking CPU's runqueue length / 4 (capped at 1)]: the
+        rows of :data:`STATE_ROWS` (``phases=True``)."""
+        return [min(1.0, self.k.cpus[self.mp.task.cpu if self.mp.task is not None else self.cpu].nr_running / 4)]
+
     def info(self) -> dict:
-        return {"bench_cpu": self.cpu, "windows_done": len(self.mp.sel.windows), **self.result}
+        out = {"bench_cpu": self.cpu, "windows_done": len(self.mp.sel.windows), **self.result}
+        if self.schedule is not None:
+            out["load_phase"] = self.schedule.phase(self.step_no)
+        return out

@@ -506,6 +506,11 @@ class QperfPair:
         self.client.pair = self.server.pair = self
         self.t_end = 0
         self.t_first = 0
+        #: run_slice(): the client waits for traffic to resume (next_size 0)
+        self.paused = False
+        #: run_slice(hold=T): the traffic may change at T, a fast-forward
+        #: skips no round trip that starts at or after it
+        self.t_hold = NEVER
         self.done = True
         self.rts = 0
         self.elapsed = 0
@@ -518,6 +523,11 @@ class QperfPair:
         self.detailed = 0
         self.jumps = 0
         self.ff: QperfFastForward | None = QperfFastForward(self) if wl.fast_forward else None
+
+    @property
+    def t_limit(self) -> int:
+        """No fast-forward skips a round trip that starts at or after this."""
+        return min(self.t_end, self.t_hold)
 
     def irq_arrivals(self) -> tuple:
         """Offsets of a message's interrupts from its first packet's arrival, at the current size."""
@@ -567,6 +577,9 @@ class QperfTcpLat:
                                 irq_threads=irq_threads)
                       for role in ("client", "server")]
         self.size = 0
+        #: run_slice(): the size (0: none, a pause) the clients take at their
+        #: next round trip (qperf's next test of a sweep; an environment's phases)
+        self.next_size = 0
         self.pairs = [QperfPair(self, cpu) for cpu in range(instances)]
         # let the endpoints reach their first read()/wait
         self.engine.run(stop=lambda: all(p.client.task.state == "S" and p.server.waiting
@@ -586,6 +599,18 @@ class QperfTcpLat:
                 t = ep.k.now
                 if t >= pair.t_end:
                     break
+                if self.next_size != size and self.continuous:
+                    # run_slice asked for another size, or a pause: the
+                    # message in flight has ended; qperf starts its next test
+                    if self.next_size == 0:
+                        while self.next_size == 0:
+                            pair.paused = True
+                            yield BLOCK          # woken by run_slice
+                            pair.paused = False
+                        pair.last_completion = ep.k.now   # (the ping-pong starts again)
+                    self.size = size = self.next_size
+                    pair.start_run(size)
+                    continue
                 k = pair.boundary(t)
                 if k > 0:
                     pair.jumps += 1
@@ -602,7 +627,7 @@ class QperfTcpLat:
             pair.size_rts = pair.rts - rts0
             pair.done = True
 
-    def run_slice(self, size: int, until: int, min_rtt_ns: int = 0) -> list[SizeStats]:
+    def run_slice(self, size: int, until: int, min_rtt_ns: int = 0, hold: int | None = None) -> list[SizeStats]:
         """Run on to ``until`` without pausing qperf (an environment's step):
         the first call starts every client at an arbitrary phase of the tick,
         later calls continue the same ping-pong.  Per pair: the round trips
@@ -615,19 +640,39 @@ class QperfTcpLat:
         not begun by ``until`` has none in flight: its latency is 0 (the slice
         measured nothing; the first call's start phase is drawn over a whole
         tick, longer than a slice with HZ=100 and 5 ms slices).
+
+        A later call may change ``size`` (qperf's next test, as a sweep does:
+        the round trip in flight ends at the old size, the next is at the
+        new one) or pass 0: the traffic pauses (the client sleeps after its
+        round trip in flight) until a call with a size resumes it.  ``hold``:
+        the time of the next such change (no fast-forward skips a round trip
+        that starts at or after it); a change that the previous call's
+        ``hold`` did not announce for this call's start is a ConfigError.
         """
         eng = self.engine
         if not self.continuous:
+            if not size:
+                raise ConfigError("msg_size", size, "a size > 0 for the first slice (0 pauses a running qperf)")
             self.continuous = True
-            self.size = size
+            self.size = self.next_size = size
             for p in self.pairs:
                 t0 = eng.now + 1 + int(self.rng.integers(0, p.client.k.TICK_NSEC))
                 p.t_end = NEVER
                 p.done = False
                 p.last_completion = t0
                 eng.at(t0, p.client.k.wake_up_process, p.client.task)
-        elif size != self.size:
-            raise ConfigError("msg_size", size, f"{self.size} (run_slice keeps one size)")
+        else:
+            if size != self.next_size and any(p.t_hold > eng.now for p in self.pairs):
+                # (a fast-forward planned without it may run on at the old size)
+                raise ConfigError("msg_size", size, f"{self.next_size}, or another size announced by the "
+                                  "previous run_slice's hold= (the time of the change)")
+            # a new size (0: a pause) from the clients' next round trip on
+            self.next_size = size
+            for p in self.pairs:
+                if size and p.paused:
+                    p.client.k.wake_up_process(p.client.task)
+        for p in self.pairs:
+            p.t_hold = NEVER if hold is None else hold
         t_from = eng.now
         starts = [_counters(p) for p in self.pairs]
         eng.run(until=until)

@@ -607,8 +607,9 @@ class QperfFastForward:
     def _plan(self, t: int, near_end_ok: bool) -> int:
         self.plan = Plan(self.steady, near_end_ok=near_end_ok)
         rtt, deltas, dirq, offs = self.steady
-        # rounds that still start before t_end (run_slice: none, the rare events bound it)
-        k = k_end = min(-(-(self.pair.t_end - t) // rtt), MAX_JUMP_ROUND_TRIPS)
+        # rounds that still start before t_end (run_slice: none, the rare events
+        # bound it) and t_hold (run_slice: where the traffic changes): t_limit
+        k = k_end = min(-(-(self.pair.t_limit - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         wq = []            # (endpoint index, endpoint, index of its next trigger interrupt)
         timers = False
         for i, (ep, n, off) in enumerate(zip((self.client, self.server), dirq, offs)):
@@ -847,7 +848,7 @@ class QperfFastForward:
         (count, last) with no mix in flight -- the same fast-forward takes on
         (``_tail``): all of them up to the one whose interrupts would schedule a
         mix by the count or the HZ rule, as _plan_jump would from that boundary."""
-        tail = min(-(-(self.pair.t_end - b) // self.steady.rtt), MAX_JUMP_ROUND_TRIPS)
+        tail = min(-(-(self.pair.t_limit - b) // self.steady.rtt), MAX_JUMP_ROUND_TRIPS)
         for ep, n, off, (count, last) in zip((self.client, self.server), self.steady.irqs,
                                              self.steady.last_irq, pools):
             if n > 0:
@@ -881,7 +882,7 @@ class QperfFastForward:
             return None
         dirq, offs = self.steady.irqs, self.steady.last_irq
         b = t_m + rec.rtt                          # the refill round trip starts here
-        if b >= self.pair.t_end:
+        if b >= self.pair.t_limit:
             return None                         # (run_size: the client stops there)
         t_end = b + after.rtt
         pools = []
