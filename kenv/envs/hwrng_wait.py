@@ -215,7 +215,7 @@ class HwrngWaitEnv(KenvEnv):
 
     ## Version History
 
-    * v1 (draft; ``phases=True``): workloads that change within an episode
+    * v1 (``phases=True``, kenv.envs.registration.HWRNGWAIT_V1): workloads that change within an episode
       (issue #31): the /dev/hwrng reader comes and goes by a schedule drawn
       at reset (scenario field ``reader_phases``), and the observation gains the
       FIFO level, readers in ``rng_dev_read()``, ``reading_mutex`` waiters,

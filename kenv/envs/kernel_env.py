@@ -349,8 +349,10 @@ class KernelEnv(KenvEnv):
 
     ## Version History
 
-    * v2 (draft; ``boot_states=True, phases=True``): workloads that change
-      within an episode (issue #31): qperf's traffic changes size or pauses
+    * v2 (``boot_states=True, irq_threads=True, phases=True``,
+      kenv.envs.registration.KERNEL_V2): v1's boot-time states; PREEMPT_RT's
+      interrupt threads on the ``rt`` scenarios (see ``irq_threads`` below);
+      and workloads that change within an episode (issue #31): qperf's traffic changes size or pauses
       (scenario field ``traffic_phases``), the hwrng reader comes and goes by a
       schedule drawn at reset (scenario field ``reader_phases``), the job on
       the modprobe CPU starts and stops by another (``load_phases``), and the
@@ -376,7 +378,7 @@ class KernelEnv(KenvEnv):
       pulls a waiting task, and they may only skip what they compute
       exactly): steps are about 30x slower, which is why no Kernel id turns
       it on yet (kenv/Raid6Bench-v1 does).
-    * ``irq_threads=True`` (an argument, in no registered id): on the
+    * ``irq_threads=True`` (in v2): on the
       scenarios with ``preempt`` "rt" the kernels run PREEMPT_RT's forced
       interrupt threads (kenv.kernel.irq): the NIC's handler and NET_RX in
       ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), timer_list timers -- the mix timer,

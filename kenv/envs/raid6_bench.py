@@ -214,10 +214,11 @@ class Raid6BenchEnv(KenvEnv):
 
     ## Version History
 
-    * v2 (draft; ``phases=True``): the background job starts and stops
-      within the episode (scenario field ``load_phases``) and the
+    * v2 (``load_balance=True, phases=True``, kenv.envs.registration.RAID6BENCH_V2):
+      v1's load balancing, and the background job starts and stops
+      within the episode (scenario field ``load_phases``); the
       observation gains the benchmarking CPU's runqueue length (entry 13;
-      the previous action moves to 14..).  ``load_phases: none`` is v0's
+      the previous action moves to 14..).  ``load_phases: none`` is v1's
       workload.
     * v1: the kernel balances load (kenv.kernel.balance, ``kernel/sched/fair.c``:
       newidle and idle CPUs' periodic balance; ``can_migrate_task()`` refuses

@@ -194,12 +194,17 @@ class RandomMixEnv(KenvEnv):
 
     ## Version History
 
-    * v1 (draft; ``phases=True``): workloads that change within an episode
-      (issue #31): qperf's traffic changes size or pauses by a schedule
-      drawn at reset (scenario field ``traffic_phases``), and the
-      observation gains the last step's NIC interrupt rate and fast-pool
-      mixes (entries 10-11; the previous action moves to 12..).
-      ``traffic_phases: none`` is v0's workload.
+    * v1 (``irq_threads=True, phases=True``, kenv.envs.registration.RANDOMMIX_V1):
+      on the ``rt`` scenarios the kernels run PREEMPT_RT's forced interrupt
+      threads (issue #30; kenv.kernel.irq): the NIC handler and NET_RX in
+      ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), the mix timer in ``ksoftirqd/N``
+      (5.15-rt), each a wakeup and context switches on qperf's CPU, and NAPI
+      batches grow; other preemption models are unchanged.  And workloads
+      that change within an episode (issue #31): qperf's traffic changes size
+      or pauses by a schedule drawn at reset (scenario field
+      ``traffic_phases``), and the observation gains the last step's NIC
+      interrupt rate and fast-pool mixes (entries 10-11; the previous action
+      moves to 12..).  ``traffic_phases: none`` is v0's workload.
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
       ``None`` for no value yet, now -1.0; step-only keys missing from reset's

@@ -27,6 +27,19 @@ RAID6BENCH_V1 = MappingProxyType({"load_balance": True})
 #: makes Kernel steps about 30x slower (``gym.make(..., load_balance=True)``
 #: still gives it)
 KERNEL_V1 = MappingProxyType({"boot_states": True})
+#: what ``kenv/RandomMix-v1`` turns on: PREEMPT_RT's forced interrupt threads
+#: on the rt scenarios (kenv.kernel.irq; issue #30 part 3) and traffic that
+#: changes size or pauses within an episode, observed (issue #31)
+RANDOMMIX_V1 = MappingProxyType({"irq_threads": True, "phases": True})
+#: what ``kenv/HwrngWait-v1`` turns on: a /dev/hwrng reader that comes and
+#: goes within an episode, observed (issue #31)
+HWRNGWAIT_V1 = MappingProxyType({"phases": True})
+#: what ``kenv/Raid6Bench-v2`` turns on: v1's load balancing, and a background
+#: job that starts and stops within an episode, observed (issue #31)
+RAID6BENCH_V2 = MappingProxyType({"load_balance": True, "phases": True})
+#: what ``kenv/Kernel-v2`` turns on: v1's boot-time states, PREEMPT_RT's
+#: interrupt threads on the rt scenarios, and the three phased workloads
+KERNEL_V2 = MappingProxyType({"boot_states": True, "irq_threads": True, "phases": True})
 
 ENVS = (
     # id, entry point, max_episode_steps
@@ -36,12 +49,20 @@ ENVS = (
     ("kenv/Kernel-v0", "kenv.envs.kernel_env:KernelEnv", 48),
     ("kenv/Raid6Bench-v1", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
     ("kenv/Kernel-v1", "kenv.envs.kernel_env:KernelEnv", 48),
+    ("kenv/RandomMix-v1", "kenv.envs.random_mix:RandomMixEnv", 32),
+    ("kenv/HwrngWait-v1", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
+    ("kenv/Raid6Bench-v2", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
+    ("kenv/Kernel-v2", "kenv.envs.kernel_env:KernelEnv", 48),
 )
 
 #: the keyword arguments an id registers with (ids not named here: none)
 ENV_KWARGS = MappingProxyType({
     "kenv/Raid6Bench-v1": RAID6BENCH_V1,
     "kenv/Kernel-v1": KERNEL_V1,
+    "kenv/RandomMix-v1": RANDOMMIX_V1,
+    "kenv/HwrngWait-v1": HWRNGWAIT_V1,
+    "kenv/Raid6Bench-v2": RAID6BENCH_V2,
+    "kenv/Kernel-v2": KERNEL_V2,
 })
 
 
