@@ -157,7 +157,7 @@ class Cyclictest:
             if ji == len(jit):
                 jit = self._jitter_block()
                 ji = 0
-            eng.at(nxt + jit[ji], self._hrtimer_expire, task)
+            eng.at_on(k.task_scope(task), nxt + jit[ji], self._hrtimer_expire, task)
             ji += 1
             yield BLOCK   # clock_nanosleep(TIMER_ABSTIME, &next)
             now = eng.now

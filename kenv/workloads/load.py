@@ -93,7 +93,7 @@ def periodic_job(task: Task, busy_ns: int, period_ns: int) -> TaskBody:
         nxt += period_ns
         while nxt <= eng.now:
             nxt += period_ns
-        eng.at(nxt, k.wake_up_process, task)   # clock_nanosleep(TIMER_ABSTIME)
+        eng.at_on(k.task_scope(task), nxt, k.wake_up_process, task)   # clock_nanosleep(TIMER_ABSTIME)
         yield BLOCK
 
 
