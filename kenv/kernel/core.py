@@ -34,11 +34,11 @@ task's affinity.
 
 Only the events that matter are simulated: wakeups, context switches, the
 ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
-The scheduler's events carry the CPU they act on (``Engine.at_on``, the
-event's scope): a fast-forward may let them run inside a stretch it skips
-on another CPU.  Their handlers may still reach another CPU (a wakeup, an
-interrupt there); what reaches a CPU whose stretch is being skipped raises
-(:class:`kenv.kernel.observe.SkipFence`).
+The scheduler's events carry the CPU they act on (their scope,
+``Engine.at_on(rq, ...)``): a fast-forward may let them run inside a
+stretch it skips on another CPU.  Their handlers may still reach another
+CPU (a wakeup, an interrupt there); what reaches a CPU whose stretch is
+being skipped raises (:class:`kenv.kernel.observe.SkipFence`).
 The scheduler reports quiescent states to :mod:`kenv.kernel.rcu` (RCU stall
 detection) and, with a recorder attached, its events to
 :mod:`kenv.kernel.tracepoints`.

@@ -66,11 +66,11 @@ class Event:
 
     __slots__ = ("time", "fn", "args", "scope")
 
-    def __init__(self, time: int, fn: Callable[..., Any] | None, args: tuple):
+    def __init__(self, time: int, fn: Callable[..., Any] | None, args: tuple, scope: Any = None):
         self.time = time
         self.fn = fn
         self.args = args
-        self.scope = None
+        self.scope = scope
 
     @property
     def pending(self) -> bool:
@@ -140,14 +140,33 @@ class Engine:
             heapq.heappush(self._heap, entry)
         return ev
 
+    def at_on(self, scope: Any, time: int, fn: Callable[..., Any], *args: Any) -> Event:
+        """:meth:`at` for an event that acts on ``scope`` (Event.scope).
+        at()'s code again, not a call either way: every event comes through
+        one of the two (by callgrind, at() calling at_on() cost 0.4% of
+        RandomMix-v0's and HwrngWait-v0's instructions; a keyword ``scope``
+        of at(), 270-380 instructions an event)."""
+        if time < self.now:
+            raise SimulationError(f"event time {time} ns is before now ({self.now} ns)")
+        ev = Event(int(time), fn, args, scope)
+        self._seq += 1
+        entry = (ev.time, self._seq, ev)
+        head = self._head
+        if head is None:
+            heap = self._heap
+            if heap and heap[0] < entry:
+                heapq.heappush(heap, entry)
+            else:
+                self._head = entry
+        elif entry < head:
+            heapq.heappush(self._heap, head)
+            self._head = entry
+        else:
+            heapq.heappush(self._heap, entry)
+        return ev
+
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> Event:
         return self.at(self.now + delay, fn, *args)
-
-    def at_on(self, scope: Any, time: int, fn: Callable[..., Any], *args: Any) -> Event:
-        """:meth:`at`, for an event that acts on ``scope`` only (Event.scope)."""
-        ev = self.at(time, fn, *args)
-        ev.scope = scope
-        return ev
 
     def request_stop(self) -> None:
         """End the :meth:`run` in progress after the event being handled, as a

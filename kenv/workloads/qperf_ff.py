@@ -1317,7 +1317,8 @@ class QperfFastForward:
                 counted[wt.ep] = wt.index + 1
         self._jump_counted = counted
         self._jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at_on(_cpu_of(self.client), t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, jump)
+        engine.at_on(_cpu_of(self.client), t_resume - costs.wakeup_ns - costs.context_switch_ns,
+                     self._jump_end, jump)
         recorder = engine.recorder
         if recorder is not None:
             # one slice per host for the k round trips skipped, not k * (events per round trip)
