@@ -342,7 +342,7 @@ class HwrngFastForward:
         __schedule() looks at every runqueue), or if one of those CPUs has an
         observer (another fast-forward's: no fence can go there)."""
         k = task.k
-        if k.lb is not None:
+        if k.lb is not None or task.cpus_allowed is None:
             return None
         users = self.users | {task}
         if self.rng.core.hwrng_fill is not None:
