@@ -26,6 +26,7 @@ from kenv.drivers.random import InputPool
 from kenv.envs.base import FastForwardMemory
 from kenv.subsystems.hwrng import HwrngSubsystem
 from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
+from kenv.kernel.observe import SkipFence
 from kenv.sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, Engine
 from search_fast_forward import hwrng_fast_forward, record_episodes
 
@@ -74,6 +75,26 @@ def test_env_trajectories_identical_with_and_without_fast_forward(env_id, kwargs
     assert len(fast) == len(exact)
     for i, (a, b) in enumerate(zip(fast, exact)):
         assert a == b, f"step {i} differs"
+
+
+def test_kernel_skips_let_other_cpus_run_and_stay_exact(monkeypatch):
+    """In Kernel-v0 the reader and the hwrng kthread share CPU 2: their skips
+    are scoped to it, so qperf (CPU 0) and modprobe with its cyclictest probe
+    (CPU 1) run inside them, under a SkipFence -- and the trajectories are
+    still those of the detailed simulation (a wrong scope would raise)."""
+    fences = []
+    put = SkipFence.put.__func__
+
+    def counting_put(cls, k, cpus, end, what):
+        fence = put(cls, k, cpus, end, what)
+        fences.append((tuple(rq.id for rq in fence.cpus), end - k.now))
+        return fence
+
+    monkeypatch.setattr(SkipFence, "put", classmethod(counting_put))
+    fast, _ = _trajectory("kenv/Kernel-v0", {}, range(3), 32, True)
+    assert fences and {cpus for cpus, _ in fences} == {(2,)}
+    exact, _ = _trajectory("kenv/Kernel-v0", {}, range(3), 32, False)
+    assert fast == exact
 
 
 @pytest.mark.parametrize("env_id,kwargs", [

@@ -19,7 +19,7 @@ from kenv.kernel import (
     wait_for_completion_interruptible_timeout,
 )
 from kenv.kernel.timer import calc_wheel_index
-from kenv.sim.engine import Engine
+from kenv.sim.engine import FOREVER, Engine, SimulationError
 
 COSTS = SchedCosts(wakeup_ns=2_000, context_switch_ns=3_000)
 
@@ -360,6 +360,62 @@ def test_engine_quiet_through_only_when_no_event_comes_first():
     s.at(5, lambda: seen.append(s.quiet_through(6)))
     s.run(stop=lambda: False)
     assert seen[-1] is False                             # a stop test could end the run first
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 500), st.sampled_from([None, "a", "b"]), st.booleans()), max_size=12),
+       st.one_of(st.none(), st.frozensets(st.sampled_from(["a", "b"]))),
+       st.one_of(st.none(), st.integers(0, 600)))
+def test_engine_quiet_limit_counts_the_events_that_may_act_on_the_scopes(events, scopes, until):
+    """Engine.quiet_limit(scopes) at t=10: one before the first live event
+    whose scope is None or in ``scopes`` (every event if ``scopes`` is None),
+    at most ``until`` (FOREVER with none), None if that is before now; events
+    of other scopes and cancelled ones do not count."""
+    e = Engine()
+    got = []
+    e.at(10, lambda: got.append(e.quiet_limit(scopes)))     # first: the others at 10 are still due
+    for t, scope, cancelled in events:
+        ev = e.at_on(scope, 10 + t, lambda: None) if scope is not None else e.at(10 + t, lambda: None)
+        if cancelled:
+            ev.cancel()
+    e.run(until=None if until is None else 10 + until)
+    due = [10 + t for t, scope, cancelled in events
+           if not cancelled and (scopes is None or scope is None or scope in scopes)]
+    limit = FOREVER if until is None else 10 + until
+    if due and min(due) - 1 < limit:
+        limit = min(due) - 1
+    assert got == [limit if limit >= 10 else None]
+
+
+def test_engine_quiet_limit_none_with_a_stop_test_or_outside_a_run():
+    e = Engine()
+    assert e.quiet_limit() is None
+    got = []
+    e.at(5, lambda: got.append(e.quiet_limit(frozenset())))
+    e.run(stop=lambda: False)
+    assert got == [None]
+
+
+def test_engine_refuses_a_stop_inside_a_fenced_stretch():
+    """Engine.fence(end): a request_stop() before ``end`` raises (the caller
+    would see a committed skip half done); at ``end``, after it, or after
+    unfence(end) it stops the run as usual."""
+    e = Engine()
+    e.at(10, e.fence, 100)
+    e.at(50, e.request_stop)
+    with pytest.raises(SimulationError, match="inside a stretch"):
+        e.run(until=1_000)
+    e = Engine()
+    e.at(10, e.fence, 100)
+    e.at(100, e.request_stop)
+    e.run(until=1_000)
+    assert e.now == 100
+    e = Engine()
+    e.at(10, e.fence, 100)
+    e.at(20, e.unfence, 100)
+    e.at(50, e.request_stop)
+    e.run(until=1_000)
+    assert e.now == 50
 
 
 def test_engine_request_stop_ends_the_run_after_that_event():

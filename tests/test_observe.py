@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
 from kenv.kernel.mutex import mutex, mutex_lock, mutex_unlock
-from kenv.kernel.observe import BusyLog, CpuObserver
-from kenv.sim.engine import Engine
+from kenv.kernel.observe import BusyLog, CpuObserver, SkipFence
+from kenv.sim.engine import Engine, SimulationError
 from kenv.sim.learner import TwiceAlike
 from kenv.sim.lru import LruTable
 
@@ -161,3 +161,67 @@ def test_lru_table_keeps_the_most_recently_used(keys, cap):
         assert table.values() == list(model.values())
     assert len(made) == misses
     assert len(table) <= cap
+
+
+def _fenced_kernel():
+    """CPU 1 fenced over [0, 1 ms]; a task pinned there, asleep; a hog on CPU 0."""
+    k = Kernel(Engine(), nr_cpus=3, hz=250, preempt="voluntary", costs=COSTS)
+    lock = mutex("m")
+
+    def sleeper(task):
+        yield from mutex_lock(task, lock)
+        yield BLOCK
+
+    def hog(task):
+        yield Run(5_000_000)
+
+    k.kthread_run(sleeper, "fenced", cpu=1)
+    k.kthread_run(hog, "hog", cpu=0)
+    k.run(until=100_000)
+    fence = SkipFence.put(k, [k.cpus[1]], 1_000_000, "a test skip")
+    return k, lock, fence
+
+
+@pytest.mark.parametrize("touch", ["wakeup", "interrupt", "mutex"])
+def test_skip_fence_raises_when_another_cpus_event_reaches_the_fenced_cpu(touch):
+    """SkipFence: an event scoped to CPU 0 that wakes CPU 1's task, steals
+    time on CPU 1 or blocks on the mutex CPU 1's task holds, before the
+    fence's end (the mutex: from a task CPU 0's event starts on CPU 2), raises SimulationError naming the CPU and the skip; the
+    same touch after the end passes, and lift() detaches the fence."""
+    k, lock, fence = _fenced_kernel()
+    fenced = next(t for t in k.tasks if t.comm == "fenced")
+
+    def contender(task):
+        yield from mutex_lock(task, lock)
+
+    def act():
+        if touch == "wakeup":
+            k.wake_up_process(fenced)
+        elif touch == "interrupt":
+            k.steal(1, 1_000)
+        else:
+            k.kthread_run(contender, "contender", cpu=2)
+
+    k.engine.at_on(k.cpus[0], 500_000, act)
+    with pytest.raises(SimulationError, match=r"CPU\(s\) \[1\].*a test skip"):
+        k.run(until=2_000_000)
+    k, lock, fence = _fenced_kernel()
+    fenced = next(t for t in k.tasks if t.comm == "fenced")
+    k.engine.at_on(k.cpus[0], 1_000_001, act)
+    k.run(until=2_000_000)                   # after the end: the detailed simulation's business
+    fence.lift()
+    assert k.cpus[1].observer is None
+
+
+def test_skip_fence_lets_other_cpus_events_run():
+    """Events that stay on CPU 0 (its hog's chunks, a wakeup of a task pinned
+    there) run inside the fenced stretch of CPU 1 without complaint."""
+    k, lock, fence = _fenced_kernel()
+
+    def short(task):
+        yield Run(10_000)
+
+    k.engine.at_on(k.cpus[0], 300_000, lambda: k.kthread_run(short, "short", cpu=0))
+    k.run(until=900_000)
+    assert k.now == 900_000
+    fence.lift()

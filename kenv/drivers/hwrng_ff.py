@@ -2,10 +2,13 @@
 
 The contract, what is skipped, when a skip declines and how to test a
 change: docs/fast-forward.md.  In short, a skip commits only a stretch in
-which nothing else in the simulation runs (no engine event before the
-stretch's last poller action: :meth:`~kenv.sim.engine.Engine.quiet_through`),
+which nothing that can touch it runs (no engine event that may act on the
+CPUs of the rng's users before the stretch's last poller action:
+:meth:`~kenv.sim.engine.Engine.quiet_limit`, :meth:`HwrngFastForward._scopes`),
 so its outcome is the detailed one by arithmetic; otherwise it declines or
-ends earlier, and the detailed simulation runs.
+ends earlier, and the detailed simulation runs.  Events of other CPUs run
+inside a skipped stretch; a :class:`~kenv.kernel.observe.SkipFence` raises
+if one of them reaches the fenced CPUs before the stretch ends.
 
 * :meth:`HwrngFastForward.skip_polls`: a poller whose driver sleeps in
   ``bcm2835_rng_read()`` goes round *wait cycles* (sleep, wake, read
@@ -38,12 +41,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, RunUntil, Task, TaskBody
 from ..kernel.mutex import mutex_lock, mutex_unlock
+from ..kernel.observe import SkipFence
 from ..kernel.sleep import _process_timeout, schedule_timeout
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..sim.engine import Engine
+    from ..kernel.core import CPU
     from .hwrng import Bcm2835Rng, HwrngCore, ReadCall
 
 #: learned cycles kept per start key (different FIFO inputs give different cycles)
@@ -64,7 +68,6 @@ MAX_TABLES = 64
 MAX_LEARNED_KEYS = 4096
 MAX_LEARNED_PLANS = 4096
 _UNPLANNED = object()    # (a plan not made yet; None is "no plan")
-_FOREVER = 1 << 62       # (no bound)
 
 
 # ------------------------------------------------------------------ records
@@ -162,11 +165,13 @@ class PlanRun(NamedTuple):
 class SpinPlan(NamedTuple):
     """What :class:`SpinReads` spins through: ``reads`` reads, the first word
     being the generator's ``first_word``-th, ``recheck_word`` the word whose
-    spin crosses ``recheck_at`` (one more RNG_STATUS read there) or None."""
+    spin crosses ``recheck_at`` (one more RNG_STATUS read there) or None;
+    ``scopes``: the CPUs to fence while it does (None: nothing else runs)."""
 
     reads: int
     first_word: int
     recheck_word: int | None
+    scopes: "frozenset[CPU] | None"
 
 
 # ------------------------------------------------------------------ memory
@@ -283,19 +288,6 @@ def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
             task.comm, getattr(task.gen, "gi_code", None), task.policy, task.rt_priority, task.weight, rng.wait)
 
 
-def _quiet_limit(engine: "Engine") -> int | None:
-    """The last nanosecond the run in progress reaches with nothing else run
-    on the way (no event, no ``stop`` test, not past ``until``), or None if
-    not even now: how far a skip may commit its effects."""
-    if not engine.quiet_through(engine.now):
-        return None
-    limit = engine.until
-    nxt = engine.peek()
-    if nxt is not None and (limit is None or nxt - 1 < limit):
-        limit = nxt - 1
-    return _FOREVER if limit is None else limit
-
-
 # ------------------------------------------------------------------ the fast-forward
 
 class HwrngFastForward:
@@ -315,6 +307,8 @@ class HwrngFastForward:
         self._tables: dict[tuple, CycleTable] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (offset: their time)
         self._status_reads: dict[Task, list[StatusRead] | None] = {}
+        #: every task that has read RNG_STATUS (the rng's users: _scopes)
+        self.users: set[Task] = set()
         self.jumps = 0
         self.polls_skipped = 0
         self.reads_skipped = 0
@@ -332,12 +326,36 @@ class HwrngFastForward:
 
     def status_read(self, task: Task, seen: int, taken: int) -> None:
         """bcm2835_rng_read() read RNG_STATUS: ``seen`` words, ``taken`` read."""
+        self.users.add(task)
         reads = self._status_reads.get(task)
         if reads is not None:
             if len(reads) < MAX_EVENTS:
                 reads.append(StatusRead(task.k.now, seen, taken))
             else:
                 self._status_reads[task] = None   # not a short wait cycle: nothing to learn
+
+    def _scopes(self, task: Task) -> "frozenset[CPU] | None":
+        """The CPUs whose events can touch a skip of ``task`` (see
+        Engine.quiet_limit): those the rng's users (``task``, the readers
+        seen, the hwrng kthread) may run on.  None -- every event counts --
+        if one may run anywhere, if the kernel balances load (every CPU's
+        __schedule() looks at every runqueue), or if one of those CPUs has an
+        observer (another fast-forward's: no fence can go there)."""
+        k = task.k
+        if k.lb is not None or task.cpus_allowed is None:
+            return None
+        users = self.users | {task}
+        if self.rng.core.hwrng_fill is not None:
+            users.add(self.rng.core.hwrng_fill)
+        cpus = set()
+        for user in users:
+            if user.cpus_allowed is None:
+                return None
+            cpus.update(user.cpus_allowed)
+        scopes = frozenset(k.cpus[c] for c in cpus)
+        if any(rq.observer is not None for rq in scopes):
+            return None
+        return scopes
 
     def _table(self, task: Task) -> CycleTable:
         """The cycles learned for ``task`` with the current wait, by start key."""
@@ -451,7 +469,8 @@ class HwrngFastForward:
         table = self._table(task)
         if not table or rng.dying.done:
             return None
-        limit = _quiet_limit(k.engine)
+        scopes = self._scopes(task)
+        limit = k.engine.quiet_limit(scopes)
         if limit is None:
             return None
         now = here.counters.time
@@ -480,7 +499,7 @@ class HwrngFastForward:
         landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
         if landing < 2:
             return None
-        return PollSkip(self, task, plan, landing, here.counters)
+        return PollSkip(self, task, plan, landing, here.counters, scopes)
 
     def _generator_phase(self, now: int):
         """What the FIFO's status reads from ``now`` on depend on besides its
@@ -598,7 +617,8 @@ class HwrngFastForward:
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
-        limit = _quiet_limit(k.engine)
+        scopes = self._scopes(task)
+        limit = k.engine.quiet_limit(scopes)
         if limit is None:
             return None
         if rng.quiet_until < limit:
@@ -627,7 +647,7 @@ class HwrngFastForward:
                     recheck_word = i
         if q < 1:
             return None
-        return SpinPlan(q, first, recheck_word)
+        return SpinPlan(q, first, recheck_word, scopes)
 
 
 class CyclePlan:
@@ -730,8 +750,10 @@ class PollSkip:
     are applied where that one ends; it wakes with the landing cycle, the rest
     of which runs in detail."""
 
-    def __init__(self, ff: HwrngFastForward, task: Task, plan: CyclePlan, landing: int, counters: Counters):
+    def __init__(self, ff: HwrngFastForward, task: Task, plan: CyclePlan, landing: int, counters: Counters,
+                 scopes: "frozenset[CPU] | None"):
         self.ff, self.task, self.plan = ff, task, plan
+        self.scopes = scopes              # the CPUs to fence while it sleeps (None: nothing else runs)
         self.k = task.k
         self.landing = landing
         self.counters = counters          # at the plan's start
@@ -752,6 +774,7 @@ class PollSkip:
         # the skipped cycles end at boundary(n), before anything else runs: their
         # effects then, and the landing cycle's wait begins there (_land)
         land = k.engine.at(plan.boundary(n), self._land)
+        fence = None if self.scopes is None else SkipFence.put(k, self.scopes, plan.boundary(n), "a hwrng poll skip")
         yield BLOCK
         while self.dying is None and self.ev is None:
             # back before the skipped stretch ended: a wakeup was pending as the
@@ -760,11 +783,15 @@ class PollSkip:
                 yield BLOCK    # schedule_timeout() sleeps again to the same expiry
                 continue
             land.cancel()      # usleep_range(): the wait is over, nothing skipped
+            if fence is not None:
+                fence.lift()
             if rng.wait_log is not None:
                 rng.wait_log.append((task.comm, plan.t0, k.now))
             ff._last.pop(task, None)
             ff._status_reads.pop(task, None)
             return
+        if fence is not None:
+            fence.lift()       # the poller runs again, after the skipped stretch
         if self.dying is not None:
             # the rest of wait_for_completion_interruptible_timeout(&rng->dying, timeout)
             k.timers.del_timer(self.timer)
@@ -885,7 +912,12 @@ class SpinReads:
         yield from mutex_lock(task, lock)   # free: no sleep
         self.ff.jumps += 1
         nw = plan.reads * self.w
-        yield RunUntil(self.landing(nw - 1) + 3 * r + c)     # the last word's copy ends
+        end = self.landing(nw - 1) + 3 * r + c               # the last word's copy ends
+        k = task.k
+        fence = None if plan.scopes is None else SkipFence.put(k, plan.scopes, end, "a hwrng spin-read skip")
+        yield RunUntil(end)
+        if fence is not None:
+            fence.lift()
         comm = task.comm
         last = self.landing(nw - 1)
         rng.words_read(nw, last + r, 0)

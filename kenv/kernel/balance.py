@@ -203,7 +203,7 @@ def sched_balance_newidle(k: Kernel, rq: CPU) -> Task | None:
     in ``nr_balance_failed`` (``load_balance()``: ``idle != CPU_NEWLY_IDLE``)."""
     lb = k.lb
     lb.idle_stamp[rq.id] = k.engine.now
-    if lb.avg_idle[rq.id] < lb.newidle_gate:
+    if lb.avg_idle[rq.id] < lb.newidle_gate or not lb.maybe_overloaded:
         return None
     busiest = find_busiest_queues(k)
     if not busiest:   # !rd->overload
@@ -246,6 +246,15 @@ class LoadBalancer:
             avg = self.avg_idle[rq.id]
             avg += int((self.k.engine.now - stamp - avg) / 8)
             self.avg_idle[rq.id] = min(avg, 2 * self.k.sysctl_sched_migration_cost)
+
+    @property
+    def maybe_overloaded(self) -> bool:
+        """``rd->overload``, as a cheap test before looking at every
+        runqueue: False only if none has had a CFS task waiting behind a
+        running one since the periodic balance last found none -- the
+        periodic balance stays armed (``_ev``) from :meth:`overloaded` until
+        then."""
+        return self._ev is not None
 
     def overloaded(self) -> None:
         """A CFS task waits behind a running one: from the next due tick on,

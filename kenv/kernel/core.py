@@ -40,6 +40,11 @@ task's affinity.
 
 Only the events that matter are simulated: wakeups, context switches, the
 ticks at which a timer bucket expires or a CFS slice ends, RCU stall checks.
+The scheduler's events carry the CPU they act on (their scope,
+``Engine.at_on(rq, ...)``): a fast-forward may let them run inside a
+stretch it skips on another CPU.  Their handlers may still reach another
+CPU (a wakeup, an interrupt there); what reaches a CPU whose stretch is
+being skipped raises (:class:`kenv.kernel.observe.SkipFence`).
 The scheduler reports quiescent states to :mod:`kenv.kernel.rcu` (RCU stall
 detection) and, with a recorder attached, its events to
 :mod:`kenv.kernel.tracepoints`.
@@ -394,6 +399,12 @@ class Kernel:
         self.wake_up_process(t)
         return t
 
+    def task_scope(self, p: Task) -> CPU | None:
+        """The scope (Event.scope) of an event that wakes ``p`` or acts on
+        it alone: its CPU if it is pinned there, else None (a wakeup may put
+        it on any CPU, select_task_rq())."""
+        return self.cpus[p.cpu] if p.pinned else None
+
     # -------------------------------------------------------------- wakeups
     def wake_up_process(self, p: Task, value: Any = None) -> bool:
         """try_to_wake_up(): make ``p`` runnable; maybe preempt the current task."""
@@ -464,7 +475,7 @@ class Kernel:
         if run_here and engine.advance(start):     # the switch-in is the next event: run it here
             self._continue(p)
         else:
-            engine.at(start, self._continue, p)
+            engine.at_on(rq, start, self._continue, p)
 
     def select_task_rq(self, p: Task) -> int:
         """Pick the CPU for a waking task: its own if pinned or idle, else an idle allowed CPU."""
@@ -549,7 +560,7 @@ class Kernel:
     def _schedule_preempt(self, rq: CPU) -> None:
         if rq._preempt_ev is not None and rq._preempt_ev.pending:
             return
-        rq._preempt_ev = self.engine.at(max(self.engine.now, rq.irq_until), self._preempt, rq)
+        rq._preempt_ev = self.engine.at_on(rq, max(self.engine.now, rq.irq_until), self._preempt, rq)
 
     def _preempt(self, rq: CPU) -> None:
         rq._preempt_ev = None
@@ -584,7 +595,7 @@ class Kernel:
         """An idle CPU with work: schedule after ``delay`` (idle exit + IPI)."""
         if rq._kick_ev is not None and rq._kick_ev.pending:
             return
-        rq._kick_ev = self.engine.at(max(self.engine.now + delay, rq.irq_until), self._kick_fire, rq)
+        rq._kick_ev = self.engine.at_on(rq, max(self.engine.now + delay, rq.irq_until), self._kick_fire, rq)
 
     def _kick_fire(self, rq: CPU) -> None:
         rq._kick_ev = None
@@ -652,7 +663,7 @@ class Kernel:
                 self._arm_slice(rq)
             if self.lb is not None:
                 self.lb.overloaded()
-        engine.at(start, self._continue, nxt)
+        engine.at_on(rq, start, self._continue, nxt)
 
     def _arm_slice(self, rq: CPU) -> None:
         """check_preempt_tick(): at a tick, preempt a CFS task past its ideal slice."""
@@ -664,7 +675,7 @@ class Kernel:
         period = max(self.sysctl_sched_latency, nr * self.sysctl_sched_min_granularity)
         ideal = period * curr.weight // total
         deadline = max(curr._switched_in, self.engine.now) + ideal
-        rq._slice_ev = self.engine.at(self.next_tick(deadline - 1), self._slice_expired, rq, curr)
+        rq._slice_ev = self.engine.at_on(rq, self.next_tick(deadline - 1), self._slice_expired, rq, curr)
 
     def _slice_expired(self, rq: CPU, who: Task) -> None:
         rq._slice_ev = None
@@ -807,7 +818,7 @@ class Kernel:
         preempt = rq.need_resched and self._preemptible_now(rq)
         if not preempt and engine.advance(end):
             return True
-        p._chunk_ev = engine.at(end, self._chunk_done, p)
+        p._chunk_ev = engine.at_on(rq, end, self._chunk_done, p)
         if preempt:
             self._schedule_preempt(rq)
         return False
@@ -885,7 +896,7 @@ class Kernel:
                 new_end = max(ev.time, end)
             curr._chunk_stolen += duration
             ev.cancel()
-            curr._chunk_ev = self.engine.at(new_end, self._chunk_done, curr)
+            curr._chunk_ev = self.engine.at_on(rq, new_end, self._chunk_done, curr)
         return end
 
     def hardirq(self, cpu: int, cost_ns: int, handler: Callable[..., Any] | None = None,

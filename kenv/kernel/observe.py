@@ -24,14 +24,20 @@ places only (one ``is not None`` test each, nothing when none is attached):
 The methods do nothing by default; an observer overrides those it needs.
 An observer must not change the simulation from inside a call except as its
 own contract says (a fast-forward cutting its skip short).
+
+:class:`SkipFence` is the guard of a fast-forward that commits a stretch of
+some CPUs while events of other CPUs run inside it: anything that reaches
+a fenced CPU before the stretch's end is an error, raised at once.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
+
+from ..sim.engine import SimulationError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import Task
+    from .core import CPU, Kernel, Task
 
 
 class CpuObserver:
@@ -97,3 +103,55 @@ class BusyLog(CpuObserver):
         if self.busy_from is not None:
             out.append((self.busy_from, t))
         return out
+
+
+class SkipFence(CpuObserver):
+    """The guard of a committed skip (see docs/fast-forward.md): a fast-forward
+    has applied the outcome of CPUs ``cpus`` up to ``end`` (inclusive) while
+    the engine runs events of other scopes inside that stretch
+    (:meth:`kenv.sim.engine.Engine.quiet_limit`).  Those events must not
+    reach a fenced CPU before ``end``: a task put on its runqueue (a remote
+    wakeup, a migration), interrupt context on it (an IPI, a remote timer),
+    a wait on a mutex its task holds.  Each is the bug of an event scoped
+    to the wrong CPU, and raises SimulationError; after ``end`` they are
+    the detailed simulation's own business and pass.  :meth:`put` attaches
+    the fence (no other observer may be attached to those CPUs); the
+    fast-forward lifts it (:meth:`lift`) when its task next runs.  The
+    engine refuses a stop inside the stretch (Engine.fence)."""
+
+    __slots__ = ("k", "cpus", "end", "what")
+
+    def __init__(self, k: "Kernel", cpus: "tuple[CPU, ...]", end: int, what: str):
+        self.k, self.cpus, self.end, self.what = k, cpus, end, what
+
+    @classmethod
+    def put(cls, k: "Kernel", cpus: "Iterable[CPU]", end: int, what: str) -> "SkipFence":
+        fence = cls(k, tuple(cpus), end, what)
+        for rq in fence.cpus:
+            rq.attach(fence)
+        k.engine.fence(end)
+        return fence
+
+    def lift(self) -> None:
+        for rq in self.cpus:
+            rq.detach(self)
+        self.k.engine.unfence(self.end)
+
+    def _touched(self, how: str, now: int) -> None:
+        if now <= self.end:
+            raise SimulationError(
+                f"{how} at t={now} ns reaches CPU(s) {[rq.id for rq in self.cpus]} of {self.k.name}, "
+                f"inside the stretch up to t={self.end} ns that {self.what} committed: an event "
+                f"that can touch these CPUs ran inside it (its Event.scope is wrong)")
+
+    def task_enqueued(self, task: "Task", now: int) -> None:
+        self._touched(f"{task.comm}-{task.pid} enqueued", now)
+
+    def interrupt(self, start: int, end: int) -> None:
+        self._touched("interrupt context", self.k.now)
+
+    def mutex_wait(self, task: "Task", now: int) -> None:
+        self._touched(f"{task.comm}-{task.pid} waiting on a mutex", now)
+
+    def idle_exit(self, now: int, end: int) -> None:
+        self._touched("an idle exit", now)

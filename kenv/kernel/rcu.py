@@ -99,7 +99,7 @@ def _arm_stall_check(k: Kernel, rq: CPU) -> None:
     at, _, _ = record_gp_stall_check_time(k, rq.qs_stretch_start)
     if rq.rcu_next_report is not None and rq.qs_stretch_start < rq.rcu_next_report:
         at = max(at, rq.rcu_next_report)
-    rq._rcu_ev = k.engine.at(max(at, k.engine.now), rcu_sched_clock_irq, k, rq)
+    rq._rcu_ev = k.engine.at_on(rq, max(at, k.engine.now), rcu_sched_clock_irq, k, rq)
 
 
 def rcu_sched_clock_irq(k: Kernel, rq: CPU) -> None:
@@ -119,7 +119,7 @@ def check_cpu_stall(k: Kernel, rq: CPU) -> None:
         at = max(at, rq.rcu_next_report)
     now = k.engine.now
     if now < at:
-        rq._rcu_ev = k.engine.at(at, rcu_sched_clock_irq, k, rq)
+        rq._rcu_ev = k.engine.at_on(rq, at, rcu_sched_clock_irq, k, rq)
         return
     comm = rq.curr.comm if rq.curr is not None else "swapper"
     stall = RcuStall(now, rq.id, k.jiffies - gp_start, comm)
@@ -127,4 +127,4 @@ def check_cpu_stall(k: Kernel, rq: CPU) -> None:
     trace_instant(k, rq.id, "rcu_stall", t_jiffies=stall.t_jiffies, comm=comm)
     # print_cpu_stall(): the next report comes 3 * timeout + 3 jiffies later.
     rq.rcu_next_report = now + (3 * k.rcu_cpu_stall_timeout * k.HZ + 3) * k.TICK_NSEC
-    rq._rcu_ev = k.engine.at(rq.rcu_next_report, rcu_sched_clock_irq, k, rq)
+    rq._rcu_ev = k.engine.at_on(rq, rq.rcu_next_report, rcu_sched_clock_irq, k, rq)

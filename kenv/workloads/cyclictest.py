@@ -153,11 +153,12 @@ class Cyclictest:
         jit = self._jitter_block()
         ji = 0
         nxt = eng.now + interval
+        scope = k.task_scope(task)   # the thread's CPU: it is pinned (-a)
         while True:
             if ji == len(jit):
                 jit = self._jitter_block()
                 ji = 0
-            eng.at(nxt + jit[ji], self._hrtimer_expire, task)
+            eng.at_on(scope, nxt + jit[ji], self._hrtimer_expire, task)
             ji += 1
             yield BLOCK   # clock_nanosleep(TIMER_ABSTIME, &next)
             now = eng.now

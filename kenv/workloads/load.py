@@ -88,12 +88,13 @@ def periodic_job(task: Task, busy_ns: int, period_ns: int) -> TaskBody:
     eng = k.engine
     check_period(period_ns, "load period")
     nxt = eng.now
+    scope = k.task_scope(task)   # its CPU if pinned (start_load pins it)
     while True:
         yield Run(busy_ns, user=True)
         nxt += period_ns
         while nxt <= eng.now:
             nxt += period_ns
-        eng.at(nxt, k.wake_up_process, task)   # clock_nanosleep(TIMER_ABSTIME)
+        eng.at_on(scope, nxt, k.wake_up_process, task)   # clock_nanosleep(TIMER_ABSTIME)
         yield BLOCK
 
 

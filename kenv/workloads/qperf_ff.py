@@ -321,6 +321,14 @@ def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_thre
     return nic, stack, costs, hz, preempt, nr_cpus, bool(irq_threads)
 
 
+def _cpu_of(ep):
+    """What an endpoint's fast-forward events act on (Event.scope): its CPU.
+    (A jump's end acts on both hosts; the client's CPU stands for it: the
+    server's is another machine's, and kenv.kernel.observe.SkipFence catches
+    a touch of a CPU whose stretch is being skipped.)"""
+    return ep.k.cpus[ep.cpu]
+
+
 def _deltas(before: tuple, after: tuple) -> tuple:
     """Per host, ``after - before`` of two :meth:`QperfFastForward.state` values."""
     return tuple(SchedCounters(*(b - a for a, b in zip(s0, s1))) for s0, s1 in zip(before, after))
@@ -1329,9 +1337,9 @@ class QperfFastForward:
                 t_mix = ep.k.tick_time(bucket)
                 if (plan.mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
                         and (engine.until is None or t_mix <= engine.until)):
-                    engine.at(t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
+                    engine.at_on(_cpu_of(ep), t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
                 else:
-                    engine.at(t_trig, self._jump_trigger, ep, j, tr.t_before)
+                    engine.at_on(_cpu_of(ep), t_trig, self._jump_trigger, ep, j, tr.t_before)
                 counted[ep] = j + 1
         if trig is not None:
             until = engine.until
@@ -1339,15 +1347,17 @@ class QperfFastForward:
                 run = trig.record.kworkers[wt.host]
                 if until is None or wt.t_mix <= until:
                     # one event for both, nothing looking at the pool in between
-                    engine.at(wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before, wt.t_trigger, run,
-                              wt.kworker, wt.vruntime_end)
+                    engine.at_on(_cpu_of(wt.ep), wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
+                                 wt.t_trigger, run, wt.kworker, wt.vruntime_end)
                 else:
-                    engine.at(wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
-                    engine.at(wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker, wt.vruntime_end, wt.t_trigger)
+                    engine.at_on(_cpu_of(wt.ep), wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
+                    engine.at_on(_cpu_of(wt.ep), wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
+                                 wt.vruntime_end, wt.t_trigger)
                 counted[wt.ep] = wt.index + 1
         self._jump_counted = counted
         self._jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at(t_resume - costs.wakeup_ns - costs.context_switch_ns, self._jump_end, jump)
+        engine.at_on(_cpu_of(self.client), t_resume - costs.wakeup_ns - costs.context_switch_ns,
+                     self._jump_end, jump)
         recorder = engine.recorder
         if recorder is not None:
             # one slice per host for the k round trips skipped, not k * (events per round trip)
