@@ -151,6 +151,11 @@ class HwrngSubsystem:
             self.core.rng.quiet_until = limit_ns
         self._reads0 = self.core.reads.get(READER_COMM, 0) if self.core is not None else 0
         self._stop_at_reads()
+        if self.schedule is not None and self.core is not None and self.reads_per_step is None:
+            # In an idle phase the reader parks once the read(2) in progress
+            # returns, so that read's completion must be simulated: a
+            # fast-forward that took it would go on as if the reader read on
+            self.core.read_budget = None if self._reader_wanted() else 1
         if self._reader_parked and self._reader_wanted():
             self.k.wake_up_process(self._reader_task)   # rngd's poll() returns
         self._t0, self._b0, self._spin0 = self.k.now, self.reader_bytes, self._spin_ns()
