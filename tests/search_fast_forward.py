@@ -1,7 +1,7 @@
 """Search for env runs that a fast-forward changes: random scenarios, actions and seeds.
 
     python tests/search_fast_forward.py [--ff hwrng|qperf ...] [--env ID ...] [--minutes 5] [--draws N] [--seed 0]
-                                        [--irq-threads]
+                                        [--irq-threads] [--phases]
 
 A fast-forward (kenv.drivers.hwrng_ff: the rng's wait cycles and spinning
 reads; kenv.workloads.qperf_ff: steady round trips) may only change how many
@@ -20,7 +20,10 @@ One that differs only after what earlier draws taught the fast-forwards
 replays with the same ``--seed`` (and ``--ff``, ``--env``) and ``--draws``
 its number.  ``--irq-threads``: every draw of an env that offers
 ``irq_threads=True`` (PREEMPT_RT's interrupt threads, kenv.kernel.irq) passes
-it, with ``preempt`` "rt" in half of them.  Any difference counts: a fast-forward may only skip what it
+it, with ``preempt`` "rt" in half of them.  ``--phases``: every draw passes
+``phases=True`` (Kernel: with ``boot_states=True``, which it needs) and draws
+the phase fields too (the workloads that change within an episode, as in
+the -v1/-v2 ids).  Any difference counts: a fast-forward may only skip what it
 computes exactly (docs/fast-forward.md).
 
 Not collected by pytest (its name does not start with ``test_``): a search
@@ -59,13 +62,18 @@ STEPS = 24
 STEP_MS = (5, 10, 20)
 
 
-def draw(rnd: random.Random, ff: str, env_id: str, irq_threads: bool = False) -> tuple[dict, list[int]]:
+def draw(rnd: random.Random, ff: str, env_id: str, irq_threads: bool = False,
+         phases: bool = False) -> tuple[dict, list[int]]:
     """The constructor arguments and the two episode seeds of one draw."""
+    kwargs: dict = {}
     fields = ENV_CLASSES[env_id].SCENARIO_FIELDS
+    if phases:
+        kwargs = {"phases": True, **({"boot_states": True} if env_id == "kenv/Kernel-v0" else {})}
+        fields = ENV_CLASSES[env_id](**kwargs).SCENARIO_FIELDS   # with the phase fields
     scenario = {name: rnd.choice(values) for name, values in fields.items()}
     if "step_ms" in scenario:
         scenario["step_ms"] = rnd.choice(STEP_MS)
-    kwargs: dict = {"scenario": scenario}
+    kwargs["scenario"] = scenario
     if irq_threads and "irq_threads" in ENV_CLASSES[env_id].KERNEL_OPTIONS:
         kwargs["irq_threads"] = True
         if rnd.random() < 0.5:
@@ -146,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     ap.add_argument("--irq-threads", action="store_true",
                     help="pass irq_threads=True to the envs that offer it (preempt rt in half the draws)")
+    ap.add_argument("--phases", action="store_true",
+                    help="pass phases=True (Kernel: with boot_states=True) and draw the phase fields too")
     ap.add_argument("--replay", nargs=4, metavar=("FF", "ENV", "KWARGS", "SEEDS"),
                     help="run one printed draw again instead of searching")
     args = ap.parse_args(argv)
@@ -186,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     while time.monotonic() < end and (args.draws is None or n < args.draws):
         n += 1
         ff, env_id = rnd.choice(pairs)
-        kwargs, seeds = draw(rnd, ff, env_id, args.irq_threads)
+        kwargs, seeds = draw(rnd, ff, env_id, args.irq_threads, args.phases)
         verdict = compare(ff, env_id, kwargs, seeds, memory)
         counts[verdict[:7]] = counts.get(verdict[:7], 0) + 1
         if verdict != "same":
