@@ -130,7 +130,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, options: dict | None = 
 def build_oracle(env: gym.Env, episodes: int = 3, seed: int = 10_000) -> OraclePolicy:
     """Exhaustive search over static policies for every context of the env's mix."""
     base = _base(env)
-    fields = [f for f, dist in base.mix.fields.items() if sum(1 for w in dist.values() if w > 0) > 1]
+    fields = base.mix.context_fields()
     table: dict[tuple, Any] = {}
     returns: dict[tuple, dict[str, list[float]]] = {}
     for ctx in base.mix.contexts():

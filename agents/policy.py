@@ -69,9 +69,10 @@ def read_run_yaml(run_dir: str) -> dict | None:
 
 
 def varying_fields(env: gym.Env) -> list[str]:
-    """The scenario fields that take more than one value in the env's mix."""
-    mix = env.unwrapped.mix
-    return [f for f, dist in mix.fields.items() if sum(1 for w in dist.values() if w > 0) > 1]
+    """The scenario fields that take more than one value in the env's mix and
+    make its contexts (not the phase schedules drawn within every context:
+    ScenarioMix.within_episode)."""
+    return env.unwrapped.mix.context_fields()
 
 
 def context_label(ctx: Mapping, fields: list[str]) -> str:

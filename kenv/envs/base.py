@@ -100,6 +100,10 @@ class KenvEnv(gym.Env):
     #: workloads that change within an episode (``phases=True``, issue #31):
     #: the env draws a phase schedule per episode (kenv.subsystems.phases)
     phases: bool = False
+    #: the scenario fields that are phase schedules (``phases=True``): how the
+    #: workload changes within an episode, drawn for every episode and not a
+    #: context of the mix (ScenarioMix.within_episode)
+    PHASE_FIELDS: tuple[str, ...] = ()
     #: the kernel options this env can turn on (keyword arguments; the
     #: ``-v1`` ids pass them, kenv.envs.registration.ENV_KWARGS)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
@@ -148,7 +152,8 @@ class KenvEnv(gym.Env):
         self.ff_memory: FastForwardMemory | None = FastForwardMemory() if fast_forward else None
         self.actions = self._check_actions(actions)
         self.profile = load_profile(profile, reward_weights)
-        self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario)
+        self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario,
+                                          within_episode=self.PHASE_FIELDS)
         self.action_space = self._make_action_space()
         self.obs_rows = self.observation_rows(self.actions)
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
@@ -410,6 +415,7 @@ class KenvEnv(gym.Env):
         if self.phases:
             self.ENV_ID, self.DEFAULT_SCENARIO = env_id, default_scenario
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, **fields}
+            self.PHASE_FIELDS = tuple(fields)
             self.OBS_ROWS = list(self.OBS_ROWS) + list(rows)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover

@@ -27,6 +27,11 @@ from .config import load_yaml
 class ScenarioMix:
     name: str
     fields: Mapping[str, Mapping[Any, float]]
+    #: fields drawn for every episode that are not contexts (:meth:`contexts`):
+    #: the phase schedules, how a workload changes within an episode.  A policy
+    #: chosen per context meets their whole mix; reacting to them is what a
+    #: state-dependent policy may do better (issue #31)
+    within_episode: tuple[str, ...] = ()
     #: per field: (choices, cumulative distribution) -- built once, see sample()
     _draws: tuple = dataclasses.field(default=(), init=False, repr=False, compare=False)
 
@@ -54,17 +59,28 @@ class ScenarioMix:
                 out[name] = choices[int(cdf.searchsorted(rng.random(), side="right"))]
         return out
 
+    def context_fields(self) -> list[str]:
+        """The fields that tell the contexts apart: more than one choice with
+        non-zero weight, and not ``within_episode``."""
+        return [f for f, dist in self.fields.items()
+                if f not in self.within_episode and sum(1 for w in dist.values() if w > 0) > 1]
+
     def contexts(self) -> list[dict]:
-        """Every combination of the choices with non-zero weight (for the oracle)."""
+        """Every combination of the choices with non-zero weight (for the oracle),
+        but of the ``within_episode`` fields: an episode forced into a context
+        (``reset(options={"scenario": ctx})``) draws those from the mix."""
         combos: list[dict] = [{}]
         for field, dist in self.fields.items():
+            if field in self.within_episode:
+                continue
             combos = [dict(c, **{field: v}) for c in combos for v, w in dist.items() if w > 0]
         return combos
 
 
 def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
-              scenario: str | os.PathLike | Mapping | None) -> ScenarioMix:
-    """The env's default mix (a packaged YAML name), updated by ``scenario``.
+              scenario: str | os.PathLike | Mapping | None, within_episode: Sequence[str] = ()) -> ScenarioMix:
+    """The env's default mix (a packaged YAML name), updated by ``scenario``
+    (``within_episode``: see :attr:`ScenarioMix.within_episode`).
 
     ``allowed`` lists, per field, the values the env understands; anything else
     is a :class:`ConfigError` naming the field (kenv.schema.check_mix).
@@ -82,7 +98,7 @@ def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
         data, label = load_yaml("scenarios", scenario)
         fields.update(_parse_fields(data, label, env_id, allowed))
         name = str(data.get("name") or os.fspath(scenario))
-    return ScenarioMix(name, fields)
+    return ScenarioMix(name, fields, tuple(within_episode))
 
 
 def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, Sequence[Any]]) -> dict:
