@@ -17,8 +17,10 @@ When does the choice matter?
     episodes give a mean return and its 95% interval (Student t, ``ci95``); the same
     table gives the oracle (best static action per context).  The choice matters in a
     context when the patched action beats every other static action by more than the
-    noise: ``mean(patched) - mean(other) > ci95(patched) + ci95(other) + 1% x
-    max(1, |mean(patched)|, |mean(other)|)``.  For a MultiDiscrete env (kenv/Kernel-v0)
+    noise, paired by episode (every action meets the same seeds, and the same phase
+    schedules where the env has phases): ``mean(d) > ci95(d) + 1% x max(1,
+    |mean(patched)|, |mean(other)|)``, ``d`` the per-episode differences patched -
+    other.  For a MultiDiscrete env (kenv/Kernel-v0)
     each decision is judged on its own: "other" ranges over the actions that differ from
     the patched combination in that decision only.  Where the choice does not matter
     (a tie, or another action better: the trade-off contexts) any learned choice is fine;
@@ -146,9 +148,11 @@ def static_table(env, episodes: int = TABLE_EPISODES, seed: int = TABLE_SEED) ->
 
 
 def _beats(p: dict, o: dict) -> tuple[bool, float]:
-    """(p beats o beyond the noise margin, the margin)."""
-    margin = p["ci95"] + o["ci95"] + REL_MARGIN * max(1.0, abs(p["mean"]), abs(o["mean"]))
-    return p["mean"] - o["mean"] > margin, margin
+    """(p beats o beyond the noise margin, the margin): paired by episode, the 95%
+    interval of the per-episode differences (the rows' ``returns`` share seeds)."""
+    d = np.asarray(p["returns"], dtype=float) - np.asarray(o["returns"], dtype=float)
+    margin = ci95(d) + REL_MARGIN * max(1.0, abs(p["mean"]), abs(o["mean"]))
+    return float(d.mean()) > margin, margin
 
 
 def judge_contexts(table: dict, patched: Sequence[int]) -> list[dict]:
@@ -480,7 +484,7 @@ class RediscoverResult:
         for env_id, e in self.envs.items():
             rows = [r for r in self.rows if r["env"] == env_id]
             lines += ["", f"{env_id}: the choice per scenario context (matters = the patched action beats every "
-                          f"other static action by more than both 95% intervals + {REL_MARGIN:.0%}; "
+                          f"other static action by more than the 95% interval of the paired differences + {REL_MARGIN:.0%}; "
                           f"{TABLE_EPISODES} episodes each)"]
             w = max([len(c["context"]) for c in e["contexts"]] + [7])
             lines.append(f"{'context':<{w}}  {'verdict':<26} {'patched':>8} {'best other':>10}  "

@@ -489,7 +489,13 @@ def test_rediscover_text_table(tmp_path, capsys):
 #: envs where PPO is known not to find the patch within the budget, and why.  Each runs
 #: one seed as a strict xfail: if it starts to match, the test fails and asks for the
 #: entry to be removed (and for the full five seeds to be run).
-NOT_YET_REDISCOVERED: dict[str, str] = {}
+NOT_YET_REDISCOVERED: dict[str, str] = {
+    "kenv/Kernel-v2": "with Kernel-v0's untuned config, 0 of 5 seeds (kenv rediscover --envs kenv/Kernel-v2 "
+                      "--seeds 5): the choice matters in 12/12 contexts, but with the phased workloads (the "
+                      "reader idle for whole steps, traffic pausing) a step's decision often changes nothing, "
+                      "and PPO keeps hwrng_msleep(1000) or workqueue on a share of the steps in 1-5 contexts "
+                      "per seed (the patched action on 44-97% of their steps)",
+}
 
 #: envs that do not yet reach 5 of 5 seeds, the number they reach, and why.  The
 #: target stays 5/5: this records where the project is, and fails if it gets worse.
