@@ -158,7 +158,7 @@ def action_set(env_id: str, which: str = "extended") -> Any:
     if env_id.rsplit("-v", 1)[0] == "kenv/Kernel":   # every version of Kernel
         return {dim: list(action_set(single)) for dim, single in KERNEL_DIMENSIONS}
     cls = type(gym.make(env_id).unwrapped)
-    extra = HWRNG_REVIEW_WAITS if env_id == "kenv/HwrngWait-v0" else tuple(cls.EXTENDED_ACTIONS)
+    extra = HWRNG_REVIEW_WAITS if env_id.rsplit("-v", 1)[0] == "kenv/HwrngWait" else tuple(cls.EXTENDED_ACTIONS)
     return list(cls.DEFAULT_ACTIONS) + list(extra)
 
 

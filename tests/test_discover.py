@@ -38,6 +38,13 @@ def test_extended_set_holds_the_patch_and_names_every_observation(env_id):
     assert len(dc.SITES[env_id.rsplit("-v", 1)[0] + "-v0"]) == len(dc._dim_labels(base))
 
 
+@pytest.mark.parametrize("env_id", [e for e in ENVS if not e.endswith("-v0")])
+def test_every_version_searches_its_v0s_extended_set(env_id):
+    """A later version of an env searches the same choices as its -v0 (HwrngWait-v1
+    once got the default three waits only, no upstream-review waits)."""
+    assert dc.action_set(env_id) == dc.action_set(env_id.rsplit("-v", 1)[0] + "-v0")
+
+
 def test_every_unit_names_an_observation_entry():
     names = set()
     for env_id in ENVS:
