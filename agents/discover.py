@@ -469,7 +469,7 @@ def refusing_other_training(out: str):
     except ConfigError as e:
         if e.field != "--resume":
             raise
-        raise ConfigError("--out", out, "a new directory, or the --steps, --actions, --train-seed and --profile "
+        raise ConfigError("--out", out, "a new directory, or the --env, --steps, --actions, --train-seed and --profile "
                           "(a YAML file's content included) of the run already there (its training was made "
                           "with others)") from None
 

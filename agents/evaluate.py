@@ -163,13 +163,19 @@ def model_policy(path: str, env: gym.Env) -> Policy:
             why = f"{type(e).__name__}: {e}".splitlines()[0][:120]
     if model is None:
         raise ConfigError(label, path, f"an SB3 model .zip of {', '.join(tried)} (loading failed: {why})")
+    check_model_fits(model, env, label, path)
+    return ModelPolicy(model, name="model")
+
+
+def check_model_fits(model, env: gym.Env, label: str, path: str) -> None:
+    """A ConfigError naming ``label`` and ``path`` unless ``model``'s spaces are ``env``'s
+    (a model trained on another env, version or action set)."""
     if model.observation_space != env.observation_space or model.action_space != env.action_space:
         env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
         raise ConfigError(label, path, f"a model trained on {env_id} with these arguments: observation "
                                        f"{_space(env.observation_space)}, action {_space(env.action_space)} "
                                        f"(this model: observation {_space(model.observation_space)}, "
                                        f"action {_space(model.action_space)})")
-    return ModelPolicy(model, name="model")
 
 
 def _space(space: gym.Space) -> str:

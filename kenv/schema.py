@@ -301,8 +301,8 @@ def check_kernel_option(value: Any, option: str, env_id: str, options: tuple[str
     False; True only for an env whose ``options`` name it."""
     on = validate(_FAST_FORWARD, value, option, "True or False")
     if on and option not in options:
-        raise ConfigError(option, value, f"False for {env_id}: its -v0 dynamics have no {what} "
-                                         "and it has no -v1 that adds it")
+        raise ConfigError(option, value, f"False for {env_id}: no version of "
+                                         f"{env_id.rsplit('-v', 1)[0]} simulates {what}")
     return on
 
 

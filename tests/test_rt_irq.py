@@ -5,9 +5,12 @@ TIMER_SOFTIRQ in ktimers/N or ksoftirqd/N)."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+import kenv  # noqa: F401  (registers the ids)
+from kenv.errors import ConfigError
 from kenv.kernel.core import BLOCK, SCHED_FIFO, SCHED_NORMAL, Kernel, Run, SchedCosts
 from kenv.kernel.irq import IRQ_THREAD_PRIO, KTIMERS_PRIO, MAX_RT_PRIO, timer_softirq_thread
 from kenv.kernel.timer import timer_list
@@ -56,6 +59,23 @@ def test_nic_interrupt_wakes_irq_thread_that_preempts_cfs_task():
     # after the hard part (1 us), a context switch, then NET_RX's 5 us in the thread
     assert seen["t"] == t_irq + 1_000 + COSTS.context_switch_ns + 5_000
     assert th.state == "S" and k.cpus[0].curr is hog   # it slept again; the hog is back
+
+
+def test_no_irq_threads_is_refused_off_rt(capsys):
+    """--no-irq-threads changes only rt: on another model it is a one-line error."""
+    from kenv.cli import main
+
+    for preempt in (["--preempt", "full"], []):
+        with pytest.raises(SystemExit) as e:
+            main(["experiment", "qperf-tcp-lat", "--platform", "x86-ib40g", "--deferral", "timer",
+                  "--time", "0.01", "--no-irq-threads", *preempt])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "--no-irq-threads" in err and "--preempt rt" in err
+
+
+def test_kernel_options_are_refused_by_envs_without_them():
+    with pytest.raises(ConfigError, match="no version of kenv/HwrngWait simulates"):
+        gym.make("kenv/HwrngWait-v1", irq_threads=True)
 
 
 def test_full_has_no_irq_threads_and_steals():

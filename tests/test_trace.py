@@ -384,6 +384,13 @@ def test_trace_env_with_a_saved_model(tmp_path, capsys):
         main(["trace", "env", "--env", "kenv/HwrngWait-v0", "--model", str(tmp_path / "none.zip"),
               "--steps", "3", "--out", str(tmp_path / "x.json")])
     assert "model: got" in capsys.readouterr().err
+    # a model of another version (HwrngWait-v1 observes more): one line, no traceback
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "env", "--env", "kenv/HwrngWait-v1", "--model", str(tmp_path / "ppo.zip"),
+              "--steps", "3", "--out", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "model: got" in err and "a model trained on kenv/HwrngWait-v1" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     with pytest.raises(SystemExit):
         main(["trace", "env", "--env", "kenv/Nope-v0", "--policy", "patched", "--out", str(tmp_path / "x.json")])
     assert "env: got 'kenv/Nope-v0'" in capsys.readouterr().err

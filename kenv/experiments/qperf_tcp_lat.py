@@ -306,6 +306,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> QperfTcpLatResult:
+    if not getattr(args, "irq_threads", True) and args.preempt != "rt":
+        # the threads are PREEMPT_RT's: on other models the flag would change nothing
+        raise ConfigError("--no-irq-threads", f"with --preempt {args.preempt or 'platform'}",
+                          "only with --preempt rt (the interrupt threads are PREEMPT_RT's)")
     return run_qperf_tcp_lat(platform=args.platform, deferral=args.deferral, sizes=args.sizes,
                              time_s=args.time, instances=args.instances, preempt=args.preempt,
                              threshold=args.threshold, seed=args.seed,

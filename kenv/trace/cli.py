@@ -210,11 +210,9 @@ def _make_env(env_id: str, profile: str):
     import gymnasium as gym
 
     import kenv  # noqa: F401  (registers the ids)
-    from ..envs.registration import ENVS
+    from ..envs.registration import check_env_id
 
-    ids = [e[0] for e in ENVS]
-    if env_id not in ids:
-        raise ConfigError("env", env_id, ", ".join(ids))
+    check_env_id(env_id)
     return gym.make(env_id, profile=profile)
 
 
@@ -225,7 +223,10 @@ def run_trace_env(args: argparse.Namespace) -> TraceResult:
     env = _make_env(args.env, args.profile)
     try:
         if args.model is not None:
+            from kenv.agents.evaluate import check_model_fits
+
             model = load_model(args.model)
+            check_model_fits(model, env, "model", args.model)
             policy = ModelPolicy(model, args.model)
             pname = policy.name
         else:
