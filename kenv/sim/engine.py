@@ -141,28 +141,13 @@ class Engine:
         return ev
 
     def at_on(self, scope: Any, time: int, fn: Callable[..., Any], *args: Any) -> Event:
-        """:meth:`at` for an event that acts on ``scope`` (Event.scope).
-        at()'s code again, not a call either way: every event comes through
-        one of the two (by callgrind, at() calling at_on() cost 0.4% of
-        RandomMix-v0's and HwrngWait-v0's instructions; a keyword ``scope``
-        of at(), 270-380 instructions an event)."""
-        if time < self.now:
-            raise SimulationError(f"event time {time} ns is before now ({self.now} ns)")
-        ev = Event(int(time), fn, args, scope)
-        self._seq += 1
-        entry = (ev.time, self._seq, ev)
-        head = self._head
-        if head is None:
-            heap = self._heap
-            if heap and heap[0] < entry:
-                heapq.heappush(heap, entry)
-            else:
-                self._head = entry
-        elif entry < head:
-            heapq.heappush(self._heap, head)
-            self._head = entry
-        else:
-            heapq.heappush(self._heap, entry)
+        """:meth:`at` for an event that acts on ``scope`` (Event.scope).  The scope
+        is set after at() has queued the event: nothing reads it before the
+        handler that called at_on() returns.  (Not a keyword of at(): that cost
+        270-380 instructions an event, by callgrind, and every event comes
+        through at().)"""
+        ev = self.at(time, fn, *args)
+        ev.scope = scope
         return ev
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> Event:
