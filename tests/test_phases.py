@@ -318,3 +318,23 @@ def test_phased_info_is_v0s_plus_the_phases_with_one_type_each(make, added):
         assert all(isinstance(info[k], str) and info[k] for k in added)
         if term or trunc:
             _, info = env.reset(seed=i)
+
+
+@pytest.mark.parametrize("cls,kwargs,fields", [
+    (HwrngWaitEnv, {}, ("reader_phases",)),
+    (RandomMixEnv, {}, ("traffic_phases",)),
+    (Raid6BenchEnv, {}, ("load_phases",)),
+    (KernelEnv, {"boot_states": True}, ("reader_phases", "load_phases", "traffic_phases")),
+])
+def test_phase_schedules_are_drawn_within_a_context_not_enumerated(cls, kwargs, fields):
+    """The oracle's contexts leave the phase fields out (the same contexts as the
+    unphased env), and an episode forced into a context draws its schedules from
+    the mix: several schedules show up across seeds (ScenarioMix.within_episode)."""
+    phased, plain = cls(phases=True, **kwargs), cls(**kwargs)
+    assert len(phased.mix.contexts()) == len(plain.mix.contexts())
+    assert not set(fields) & set(phased.mix.context_fields())
+    ctx = phased.mix.contexts()[0]
+    assert not set(fields) & set(ctx)
+    seen = {tuple(phased.reset(seed=s, options={"scenario": ctx})[1]["scenario"][f] for f in fields)
+            for s in range(12)}
+    assert len(seen) > 1, seen
