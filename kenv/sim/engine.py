@@ -209,8 +209,10 @@ class Engine:
             if scopes is None or scope is None or scope in scopes:
                 nxt = head[0]
             else:   # the heap is not sorted: look at every pending event
-                nxt = min((t for t, _, ev in self._heap
-                           if ev.fn is not None and (ev.scope is None or ev.scope in scopes)), default=None)
+                nxt = None
+                for t, _, ev in self._heap:
+                    if (nxt is None or t < nxt) and ev.fn is not None and (ev.scope is None or ev.scope in scopes):
+                        nxt = t
             if nxt is not None and nxt <= limit:
                 limit = nxt - 1
         return limit if limit >= self.now else None
