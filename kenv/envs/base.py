@@ -107,9 +107,16 @@ class KenvEnv(gym.Env):
     #: the kernel options this env can turn on (keyword arguments; the
     #: ``-v1`` ids pass them, kenv.envs.registration.ENV_KWARGS)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
+    #: the keyword arguments this env takes (set per class by __init_subclass__)
+    _KEYWORDS: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        # the keyword arguments the env's __init__ chain takes (read once per class, for __new__)
+        cls._KEYWORDS = tuple(dict.fromkeys(
+            p.name for c in cls.__mro__ if issubclass(c, KenvEnv) and "__init__" in c.__dict__
+            for p in inspect.signature(c.__dict__["__init__"]).parameters.values()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"))
         d = cls.__dict__.get("DECISION")
         if d is not None:
             cls.DEFAULT_ACTIONS, cls.EXTENDED_ACTIONS = d.default, d.extended
@@ -118,13 +125,11 @@ class KenvEnv(gym.Env):
     def __new__(cls, *args, **kwargs):
         """Refuse a keyword argument the env does not take with a ConfigError naming it,
         its value and the env's keyword arguments (Python's TypeError names neither)."""
-        names = [p.name for c in cls.__mro__ if issubclass(c, KenvEnv) and "__init__" in c.__dict__
-                 for p in inspect.signature(c.__dict__["__init__"]).parameters.values()
-                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
+        names = cls._KEYWORDS
         for name, value in kwargs.items():
             if name not in names:
                 raise ConfigError(name, value, f"none: {cls.__name__} ({cls.ENV_ID.rsplit('-v', 1)[0]}-v*) takes "
-                                  f"no {name}; its keyword arguments: {', '.join(dict.fromkeys(names))}")
+                                  f"no {name}; its keyword arguments: {', '.join(names)}")
         return super().__new__(cls)
 
     def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
