@@ -617,22 +617,27 @@ class HwrngFastForward:
         r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
         if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
             return None  # words could land while one is processed: not one word per read
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return None
-        if rng.quiet_until < limit:
-            limit = rng.quiet_until
         w = size // 4
         produced = rng.produced
         first = produced(now + r) + 1            # the generator's index of the first word
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
             return None
-        # read q ends with its last word's copy: landing + status + data read + copy
-        q = (produced(limit - 3 * r - c) - first + 1) // w
+        # read q ends with its last word's copy (landing + status + data read +
+        # copy) before the step's end and before anything else can touch the
+        # reader: quiet_until's bound first, then the engine's (which may look
+        # at every pending event) where it is the earlier
+        q = (produced(rng.quiet_until - 3 * r - c) - first + 1) // w
         if max_reads is not None:
             q = min(q, max_reads)
+        if q < 1:
+            return None
+        scopes = self._scopes(task)
+        limit = k.engine.quiet_limit(scopes)
+        if limit is None:
+            return None
+        if limit < rng.quiet_until:
+            q = min(q, (produced(limit - 3 * r - c) - first + 1) // w)
         # A spin that crosses recheck_at stops there for one more RNG_STATUS
         # read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
         # less spinning -- unless the word lands during that read.
