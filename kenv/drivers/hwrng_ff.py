@@ -469,10 +469,6 @@ class HwrngFastForward:
         table = self._table(task)
         if not table or rng.dying.done:
             return None
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return None
         now = here.counters.time
         horizon = rng.quiet_until
         until = k.engine.until
@@ -495,7 +491,12 @@ class HwrngFastForward:
         if plan is None:
             return None
         # Commit only the cycles that end before anything else runs: the first
-        # one still going on at ``limit`` is the one run in detail.
+        # one still going on at ``limit`` is the one run in detail.  (Asked
+        # after the plan: the engine may look at every pending event.)
+        scopes = self._scopes(task)
+        limit = k.engine.quiet_limit(scopes)
+        if limit is None:
+            return None
         landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
         if landing < 2:
             return None
