@@ -621,9 +621,6 @@ class HwrngFastForward:
         w = size // 4
         produced = rng.produced
         first = produced(now + r) + 1            # the generator's index of the first word
-        # the status read that starts now must find the FIFO empty
-        if rng.words_available(now + r):
-            return None
         # read q ends with its last word's copy (landing + status + data read +
         # copy) before the step's end and before anything else can touch the
         # reader: quiet_until's bound first, then the engine's (which may look
@@ -632,6 +629,9 @@ class HwrngFastForward:
         if max_reads is not None:
             q = min(q, max_reads)
         if q < 1:
+            return None
+        # the status read that starts now must find the FIFO empty
+        if rng.words_available(now + r):
             return None
         scopes = self._scopes(task)
         limit = k.engine.quiet_limit(scopes)
