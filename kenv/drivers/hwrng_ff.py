@@ -174,6 +174,39 @@ class SpinPlan(NamedTuple):
     scopes: "frozenset[CPU] | None"
 
 
+class ScopeSet(NamedTuple):
+    """The CPUs that the rng's users -- the readers seen, the hwrng kthread and
+    the task that skips -- may run on (:meth:`HwrngFastForward._scopes`;
+    None: one may run anywhere), and what they were worked out from."""
+
+    seen: frozenset          # HwrngFastForward.users then
+    fill: "Task | None"      # the hwrng kthread then
+    masks: tuple             # (user, its cpus_allowed) for each of them then
+    cpus: "frozenset[CPU] | None"
+
+    @classmethod
+    def of(cls, ff: "HwrngFastForward", task: Task) -> "ScopeSet":
+        fill = ff.rng.core.hwrng_fill
+        users = ff.users | {task}
+        if fill is not None:
+            users.add(fill)
+        masks = tuple((user, user.cpus_allowed) for user in users)
+        cpus = None
+        if all(mask is not None for _, mask in masks):
+            cpus = frozenset(task.k.cpus[c] for _, mask in masks for c in mask)
+        return cls(frozenset(ff.users), fill, masks, cpus)
+
+    def holds(self, ff: "HwrngFastForward") -> bool:
+        """Whether the users and their affinities are still those it was
+        worked out from (set_cpus_allowed_ptr() gives a task a new mask)."""
+        if self.seen != ff.users or self.fill is not ff.rng.core.hwrng_fill:
+            return False
+        for user, mask in self.masks:
+            if user.cpus_allowed is not mask:
+                return False
+        return True
+
+
 # ------------------------------------------------------------------ memory
 
 class HwrngLearned:
@@ -309,6 +342,8 @@ class HwrngFastForward:
         self._status_reads: dict[Task, list[StatusRead] | None] = {}
         #: every task that has read RNG_STATUS (the rng's users: _scopes)
         self.users: set[Task] = set()
+        #: per task: the CPUs its skips fence, while they hold (_scopes)
+        self._scope_sets: dict[Task, ScopeSet] = {}
         self.jumps = 0
         self.polls_skipped = 0
         self.reads_skipped = 0
@@ -340,22 +375,20 @@ class HwrngFastForward:
         seen, the hwrng kthread) may run on.  None -- every event counts --
         if one may run anywhere, if the kernel balances load (every CPU's
         __schedule() looks at every runqueue), or if one of those CPUs has an
-        observer (another fast-forward's: no fence can go there)."""
-        k = task.k
-        if k.lb is not None or task.cpus_allowed is None:
+        observer (another fast-forward's: no fence can go there).  The CPUs
+        are kept per task (:class:`ScopeSet`) while the users and their
+        affinities stay as they were; the observers are looked at each time."""
+        if task.k.lb is not None:
             return None
-        users = self.users | {task}
-        if self.rng.core.hwrng_fill is not None:
-            users.add(self.rng.core.hwrng_fill)
-        cpus = set()
-        for user in users:
-            if user.cpus_allowed is None:
-                return None
-            cpus.update(user.cpus_allowed)
-        scopes = frozenset(k.cpus[c] for c in cpus)
-        if any(rq.observer is not None for rq in scopes):
-            return None
-        return scopes
+        known = self._scope_sets.get(task)
+        if known is None or not known.holds(self):
+            known = self._scope_sets[task] = ScopeSet.of(self, task)
+        cpus = known.cpus
+        if cpus is not None:
+            for rq in cpus:
+                if rq.observer is not None:
+                    return None
+        return cpus
 
     def _table(self, task: Task) -> CycleTable:
         """The cycles learned for ``task`` with the current wait, by start key."""
