@@ -951,22 +951,22 @@ class SpinReads:
         yield from mutex_lock(task, lock)   # free: no sleep
         self.ff.jumps += 1
         nw = plan.reads * self.w
-        end = self.landing(nw - 1) + 3 * r + c               # the last word's copy ends
-        k = task.k
-        fence = None if plan.scopes is None else SkipFence.put(k, plan.scopes, end, "a hwrng spin-read skip")
+        last = self.landing(nw - 1)
+        end = last + 3 * r + c               # the last word's copy ends
+        fence = None if plan.scopes is None else SkipFence.put(task.k, plan.scopes, end, "a hwrng spin-read skip")
         yield RunUntil(end)
         if fence is not None:
             fence.lift()
         comm = task.comm
-        last = self.landing(nw - 1)
         rng.words_read(nw, last + r, 0)
         if rng.read_log is not None:
             rng.read_log.extend((self.landing(i) + r, 1, comm) for i in range(nw))
-        # spinning: before the first word, then between consecutive words (less
-        # the extra status read where the spin crosses recheck_at)
+        # spinning: before the first word (less its status read), then between
+        # consecutive words (less each word's status, data read, copy and next
+        # status read), less the extra status read where the spin crosses
+        # recheck_at: the time to the last landing less what is not spinning
         rechecked = plan.recheck_word is not None
-        spin = (self.landing(0) - self.t0 - r + last - self.landing(0) - (nw - 1) * (4 * r + c)
-                - rechecked * r)
+        spin = last - self.t0 - r - (nw - 1) * (4 * r + c) - rechecked * r
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + max(0, spin)
         rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + rechecked
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + plan.reads * self.size
