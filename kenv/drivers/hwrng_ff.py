@@ -334,6 +334,11 @@ class HwrngFastForward:
         #: the landing times repeat, shifted, every _period ns: the shortest time
         #: in which the generator produces a whole number of words
         self._period = NSEC_PER_SEC // math.gcd(NSEC_PER_SEC, rng.params.word_rate_hz)
+        #: a spinning reader's RNG_STATUS/RNG_DATA read and copy costs, and whether
+        #: a word is processed (status, data read, copy, the next status) before
+        #: the next one lands: one word per read, the one that just landed
+        self._readl, self._copy = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
+        self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self._readl + self._copy
         #: per poller: its last clean boundary
         self._last: dict[Task, Boundary] = {}
         #: per (poller, wait): its table in self.learned
@@ -648,9 +653,9 @@ class HwrngFastForward:
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
                 or rng.t_start is None or max_reads == 0 or rq.observer is not None):
             return None
-        r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
-        if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
+        if not self._word_by_word:
             return None  # words could land while one is processed: not one word per read
+        r, c = self._readl, self._copy
         w = size // 4
         produced = rng.produced
         first = produced(now + r) + 1            # the generator's index of the first word
@@ -937,8 +942,8 @@ class SpinReads:
         self.t0 = task.k.now
         self.plan = plan
         self.w = size // 4
-        self.readl = self.rng.params.rng_readl_ns
-        self.copy = self.rng.params.copy_chunk_ns
+        self.readl = ff._readl
+        self.copy = ff._copy
 
     def landing(self, i: int) -> int:
         """Landing time of the i-th word read (0-based)."""
