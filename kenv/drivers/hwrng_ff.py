@@ -471,7 +471,7 @@ class HwrngFastForward:
                 return here
             wait_ns = log[-1][2] - log[-1][1]
         cycle = WaitCycle(d, here.counters.woken - t0, here.key.state,
-                          tuple(r._replace(offset=r.offset - t0) for r in reads), wait_ns)
+                          tuple(StatusRead(r.offset - t0, r.seen, r.taken) for r in reads), wait_ns)
         table = self._table(task)
         known = table.get(last.key)
         if known is None:
@@ -717,14 +717,15 @@ class CyclePlan:
     def relative(self) -> tuple:
         """The plan with its times relative to ``t0`` (kept in CycleTable.plans)."""
         t0 = self.t0
-        return tuple(r._replace(start=r.start - t0) for r in self.runs), self.n, self.end - t0
+        return (tuple(PlanRun(r.cycle, r.count, r.first, r.start - t0) for r in self.runs),
+                self.n, self.end - t0)
 
     @classmethod
     def from_relative(cls, t0: int, rel: tuple) -> "CyclePlan":
         """The plan :meth:`relative` gave, from a boundary at ``t0``."""
         runs, n, end = rel
         plan = cls(t0)
-        plan.runs = [r._replace(start=t0 + r.start) for r in runs]
+        plan.runs = [PlanRun(r.cycle, r.count, r.first, t0 + r.start) for r in runs]
         plan.n = n
         plan.end = t0 + end
         return plan
