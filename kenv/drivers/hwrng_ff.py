@@ -341,7 +341,7 @@ class HwrngFastForward:
         self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self._readl + self._copy
         #: per poller: its last clean boundary
         self._last: dict[Task, Boundary] = {}
-        #: per (poller, wait): its table in self.learned
+        #: per (poller, wait kind, wait args): its table in self.learned
         self._tables: dict[tuple, CycleTable] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (offset: their time)
         self._status_reads: dict[Task, list[StatusRead] | None] = {}
@@ -398,9 +398,10 @@ class HwrngFastForward:
     def _table(self, task: Task) -> CycleTable:
         """The cycles learned for ``task`` with the current wait, by start key."""
         wait = self.rng.wait
-        table = self._tables.get((task, wait))
+        key = (task, wait.kind, wait.args)     # (what WaitStrategy compares, hashed in C)
+        table = self._tables.get(key)
         if table is None:
-            table = self._tables[(task, wait)] = self.learned.table(_cycle_table_key(task, self.rng))
+            table = self._tables[key] = self.learned.table(_cycle_table_key(task, self.rng))
         return table
 
     def _phase(self, k, t: int) -> tuple:
