@@ -26,6 +26,7 @@ from kenv.drivers.random import InputPool
 from kenv.envs.base import FastForwardMemory
 from kenv.subsystems.hwrng import HwrngSubsystem
 from kenv.kernel import BLOCK, Kernel, Run, SchedCosts
+from kenv.kernel.core import set_cpus_allowed_ptr
 from kenv.kernel.observe import SkipFence
 from kenv.sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, Engine
 from search_fast_forward import hwrng_fast_forward, record_episodes
@@ -249,6 +250,23 @@ def _run(ff, *, wait, nr_cpus=1, hz=100, silent_s=0.5, until_s=1.0, bs=16, inter
         k.engine.at(at, k.hardirq, 0, dur)
     k.run(until=until)
     return _observe(k, hw), hw.core.rng.ff
+
+
+def test_skip_scopes_follow_the_users_and_their_affinity():
+    """The CPUs a skip fences are worked out once per task (ScopeSet) and
+    follow a change of the rng's users or of their affinity."""
+    _, ff = _run(True, wait="hwrng_yield", nr_cpus=3, until_s=0.6)
+    k = ff.rng.k
+    reader = next(t for t in ff.users if t.comm == "rngd")
+    assert ff._scopes(reader) == {k.cpus[0]}
+    set_cpus_allowed_ptr(reader, (0, 1))
+    assert ff._scopes(reader) == {k.cpus[0], k.cpus[1]}
+    pinned = k.kthread_run(lambda task: iter(()), "pinned", cpus_allowed=(2,))
+    ff.status_read(pinned, 0, 0)
+    assert ff._scopes(reader) == {k.cpus[0], k.cpus[1], k.cpus[2]}
+    anywhere = k.kthread_run(lambda task: iter(()), "anywhere")
+    ff.status_read(anywhere, 0, 0)
+    assert ff._scopes(reader) is None
 
 
 def _assert_fifo_words_accounted(obs):

@@ -174,6 +174,39 @@ class SpinPlan(NamedTuple):
     scopes: "frozenset[CPU] | None"
 
 
+class ScopeSet(NamedTuple):
+    """The CPUs that the rng's users -- the readers seen, the hwrng kthread and
+    the task that skips -- may run on (:meth:`HwrngFastForward._scopes`;
+    None: one may run anywhere), and what they were worked out from."""
+
+    seen: frozenset          # HwrngFastForward.users then
+    fill: "Task | None"      # the hwrng kthread then
+    masks: tuple             # (user, its cpus_allowed) for each of them then
+    cpus: "frozenset[CPU] | None"
+
+    @classmethod
+    def of(cls, ff: "HwrngFastForward", task: Task) -> "ScopeSet":
+        fill = ff.rng.core.hwrng_fill
+        users = ff.users | {task}
+        if fill is not None:
+            users.add(fill)
+        masks = tuple((user, user.cpus_allowed) for user in users)
+        cpus = None
+        if all(mask is not None for _, mask in masks):
+            cpus = frozenset(task.k.cpus[c] for _, mask in masks for c in mask)
+        return cls(frozenset(ff.users), fill, masks, cpus)
+
+    def holds(self, ff: "HwrngFastForward") -> bool:
+        """Whether the users and their affinities are still those it was
+        worked out from (set_cpus_allowed_ptr() gives a task a new mask)."""
+        if self.seen != ff.users or self.fill is not ff.rng.core.hwrng_fill:
+            return False
+        for user, mask in self.masks:
+            if user.cpus_allowed is not mask:
+                return False
+        return True
+
+
 # ------------------------------------------------------------------ memory
 
 class HwrngLearned:
@@ -301,14 +334,21 @@ class HwrngFastForward:
         #: the landing times repeat, shifted, every _period ns: the shortest time
         #: in which the generator produces a whole number of words
         self._period = NSEC_PER_SEC // math.gcd(NSEC_PER_SEC, rng.params.word_rate_hz)
+        #: a spinning reader's RNG_STATUS/RNG_DATA read and copy costs, and whether
+        #: a word is processed (status, data read, copy, the next status) before
+        #: the next one lands: one word per read, the one that just landed
+        self._readl, self._copy = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
+        self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self._readl + self._copy
         #: per poller: its last clean boundary
         self._last: dict[Task, Boundary] = {}
-        #: per (poller, wait): its table in self.learned
+        #: per (poller, wait kind, wait args): its table in self.learned
         self._tables: dict[tuple, CycleTable] = {}
         #: per poller: the RNG_STATUS reads of the cycle in progress (offset: their time)
         self._status_reads: dict[Task, list[StatusRead] | None] = {}
         #: every task that has read RNG_STATUS (the rng's users: _scopes)
         self.users: set[Task] = set()
+        #: per task: the CPUs its skips fence, while they hold (_scopes)
+        self._scope_sets: dict[Task, ScopeSet] = {}
         self.jumps = 0
         self.polls_skipped = 0
         self.reads_skipped = 0
@@ -340,29 +380,28 @@ class HwrngFastForward:
         seen, the hwrng kthread) may run on.  None -- every event counts --
         if one may run anywhere, if the kernel balances load (every CPU's
         __schedule() looks at every runqueue), or if one of those CPUs has an
-        observer (another fast-forward's: no fence can go there)."""
-        k = task.k
-        if k.lb is not None or task.cpus_allowed is None:
+        observer (another fast-forward's: no fence can go there).  The CPUs
+        are kept per task (:class:`ScopeSet`) while the users and their
+        affinities stay as they were; the observers are looked at each time."""
+        if task.k.lb is not None:
             return None
-        users = self.users | {task}
-        if self.rng.core.hwrng_fill is not None:
-            users.add(self.rng.core.hwrng_fill)
-        cpus = set()
-        for user in users:
-            if user.cpus_allowed is None:
-                return None
-            cpus.update(user.cpus_allowed)
-        scopes = frozenset(k.cpus[c] for c in cpus)
-        if any(rq.observer is not None for rq in scopes):
-            return None
-        return scopes
+        known = self._scope_sets.get(task)
+        if known is None or not known.holds(self):
+            known = self._scope_sets[task] = ScopeSet.of(self, task)
+        cpus = known.cpus
+        if cpus is not None:
+            for rq in cpus:
+                if rq.observer is not None:
+                    return None
+        return cpus
 
     def _table(self, task: Task) -> CycleTable:
         """The cycles learned for ``task`` with the current wait, by start key."""
         wait = self.rng.wait
-        table = self._tables.get((task, wait))
+        key = (task, wait.kind, wait.args)     # (what WaitStrategy compares, hashed in C)
+        table = self._tables.get(key)
         if table is None:
-            table = self._tables[(task, wait)] = self.learned.table(_cycle_table_key(task, self.rng))
+            table = self._tables[key] = self.learned.table(_cycle_table_key(task, self.rng))
         return table
 
     def _phase(self, k, t: int) -> tuple:
@@ -433,7 +472,7 @@ class HwrngFastForward:
                 return here
             wait_ns = log[-1][2] - log[-1][1]
         cycle = WaitCycle(d, here.counters.woken - t0, here.key.state,
-                          tuple(r._replace(offset=r.offset - t0) for r in reads), wait_ns)
+                          tuple(StatusRead(r.offset - t0, r.seen, r.taken) for r in reads), wait_ns)
         table = self._table(task)
         known = table.get(last.key)
         if known is None:
@@ -469,10 +508,6 @@ class HwrngFastForward:
         table = self._table(task)
         if not table or rng.dying.done:
             return None
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return None
         now = here.counters.time
         horizon = rng.quiet_until
         until = k.engine.until
@@ -495,7 +530,12 @@ class HwrngFastForward:
         if plan is None:
             return None
         # Commit only the cycles that end before anything else runs: the first
-        # one still going on at ``limit`` is the one run in detail.
+        # one still going on at ``limit`` is the one run in detail.  (Asked
+        # after the plan: the engine may look at every pending event.)
+        scopes = self._scopes(task)
+        limit = k.engine.quiet_limit(scopes)
+        if limit is None:
+            return None
         landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
         if landing < 2:
             return None
@@ -614,25 +654,30 @@ class HwrngFastForward:
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
                 or rng.t_start is None or max_reads == 0 or rq.observer is not None):
             return None
-        r, c = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
-        if NSEC_PER_SEC // rng.params.word_rate_hz <= 4 * r + c:
+        if not self._word_by_word:
             return None  # words could land while one is processed: not one word per read
+        r, c = self._readl, self._copy
+        w = size // 4
+        produced = rng.produced
+        first = produced(now + r) + 1            # the generator's index of the first word
+        # read q ends with its last word's copy (landing + status + data read +
+        # copy) before the step's end and before anything else can touch the
+        # reader: quiet_until's bound first, then the engine's (which may look
+        # at every pending event) where it is the earlier
+        q = (produced(rng.quiet_until - 3 * r - c) - first + 1) // w
+        if max_reads is not None:
+            q = min(q, max_reads)
+        if q < 1:
+            return None
+        # the status read that starts now must find the FIFO empty
+        if rng.words_available(now + r):
+            return None
         scopes = self._scopes(task)
         limit = k.engine.quiet_limit(scopes)
         if limit is None:
             return None
-        if rng.quiet_until < limit:
-            limit = rng.quiet_until
-        w = size // 4
-        produced = rng.produced
-        first = produced(now + r) + 1            # the generator's index of the first word
-        # the status read that starts now must find the FIFO empty
-        if rng.words_available(now + r):
-            return None
-        # read q ends with its last word's copy: landing + status + data read + copy
-        q = (produced(limit - 3 * r - c) - first + 1) // w
-        if max_reads is not None:
-            q = min(q, max_reads)
+        if limit < rng.quiet_until:
+            q = min(q, (produced(limit - 3 * r - c) - first + 1) // w)
         # A spin that crosses recheck_at stops there for one more RNG_STATUS
         # read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
         # less spinning -- unless the word lands during that read.
@@ -673,14 +718,15 @@ class CyclePlan:
     def relative(self) -> tuple:
         """The plan with its times relative to ``t0`` (kept in CycleTable.plans)."""
         t0 = self.t0
-        return tuple(r._replace(start=r.start - t0) for r in self.runs), self.n, self.end - t0
+        return (tuple(PlanRun(r.cycle, r.count, r.first, r.start - t0) for r in self.runs),
+                self.n, self.end - t0)
 
     @classmethod
     def from_relative(cls, t0: int, rel: tuple) -> "CyclePlan":
         """The plan :meth:`relative` gave, from a boundary at ``t0``."""
         runs, n, end = rel
         plan = cls(t0)
-        plan.runs = [r._replace(start=t0 + r.start) for r in runs]
+        plan.runs = [PlanRun(r.cycle, r.count, r.first, t0 + r.start) for r in runs]
         plan.n = n
         plan.end = t0 + end
         return plan
@@ -898,8 +944,8 @@ class SpinReads:
         self.t0 = task.k.now
         self.plan = plan
         self.w = size // 4
-        self.readl = self.rng.params.rng_readl_ns
-        self.copy = self.rng.params.copy_chunk_ns
+        self.readl = ff._readl
+        self.copy = ff._copy
 
     def landing(self, i: int) -> int:
         """Landing time of the i-th word read (0-based)."""
@@ -912,22 +958,22 @@ class SpinReads:
         yield from mutex_lock(task, lock)   # free: no sleep
         self.ff.jumps += 1
         nw = plan.reads * self.w
-        end = self.landing(nw - 1) + 3 * r + c               # the last word's copy ends
-        k = task.k
-        fence = None if plan.scopes is None else SkipFence.put(k, plan.scopes, end, "a hwrng spin-read skip")
+        last = self.landing(nw - 1)
+        end = last + 3 * r + c               # the last word's copy ends
+        fence = None if plan.scopes is None else SkipFence.put(task.k, plan.scopes, end, "a hwrng spin-read skip")
         yield RunUntil(end)
         if fence is not None:
             fence.lift()
         comm = task.comm
-        last = self.landing(nw - 1)
         rng.words_read(nw, last + r, 0)
         if rng.read_log is not None:
             rng.read_log.extend((self.landing(i) + r, 1, comm) for i in range(nw))
-        # spinning: before the first word, then between consecutive words (less
-        # the extra status read where the spin crosses recheck_at)
+        # spinning: before the first word (less its status read), then between
+        # consecutive words (less each word's status, data read, copy and next
+        # status read), less the extra status read where the spin crosses
+        # recheck_at: the time to the last landing less what is not spinning
         rechecked = plan.recheck_word is not None
-        spin = (self.landing(0) - self.t0 - r + last - self.landing(0) - (nw - 1) * (4 * r + c)
-                - rechecked * r)
+        spin = last - self.t0 - r - (nw - 1) * (4 * r + c) - rechecked * r
         rng.spin_ns[comm] = rng.spin_ns.get(comm, 0) + max(0, spin)
         rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + nw + rechecked
         core.bytes_to_user[comm] = core.bytes_to_user.get(comm, 0) + plan.reads * self.size
