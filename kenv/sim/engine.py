@@ -202,19 +202,19 @@ class Engine:
         caller must guard what they could touch (kenv.kernel.observe.SkipFence)."""
         if not self._running or self._stop is not None or self._stop_requested:
             return None
-        limit = FOREVER if self._until is None else self._until
+        # the first pending event that counts, if before ``bound`` (one past the run's end)
+        bound = (FOREVER if self._until is None else self._until) + 1
         head = self._first()
         if head is not None:
-            scope = head[2].scope
-            if scopes is None or scope is None or scope in scopes:
-                nxt = head[0]
+            t, _, ev = head
+            if scopes is None or ev.scope is None or ev.scope in scopes:
+                if t < bound:
+                    bound = t
             else:   # the heap is not sorted: look at every pending event
-                nxt = None
                 for t, _, ev in self._heap:
-                    if (nxt is None or t < nxt) and ev.fn is not None and (ev.scope is None or ev.scope in scopes):
-                        nxt = t
-            if nxt is not None and nxt <= limit:
-                limit = nxt - 1
+                    if t < bound and ev.fn is not None and (ev.scope is None or ev.scope in scopes):
+                        bound = t
+        limit = bound - 1
         return limit if limit >= self.now else None
 
     def fence(self, end: int) -> None:
