@@ -280,3 +280,19 @@ def test_kernel_env_rt_threads_same_with_and_without_fast_forward():
     exact, none = run(False)
     assert jumps > 0 and none == 0
     assert fast == exact
+
+
+@pytest.mark.parametrize("preempt, irq_threads, has_ff", [
+    ("full", True, True), ("rt", False, True), ("rt", True, False)])
+def test_hwrng_fast_forward_is_off_where_timers_expire_in_a_thread(preempt, irq_threads, has_ff):
+    """The hwrng fast-forward's records hold no ksoftirqd/ktimers run, so it
+    is off on rt with interrupt threads, whoever builds the rng (it used to be
+    the Kernel env that left it out)."""
+    from kenv.drivers.hwrng import bcm2835_rng_probe
+    from kenv.drivers.hwrng_ff import HwrngLearned
+    from kenv.drivers.random import InputPool
+    k = _kernel(preempt, irq_threads)
+    params = get_platform("rpi3bplus").hwrng
+    core = bcm2835_rng_probe(k, params, "hwrng_msleep(1000)", InputPool(k), smp_cache_bytes=64,
+                             learned=HwrngLearned())
+    assert (core.rng.ff is not None) is has_ff

@@ -286,7 +286,8 @@ class Bcm2835Rng:
         #: the hwrng core it is registered with (set by hwrng_register)
         self.core: HwrngCore | None = None
         #: the fast-forward of idle polls (None: every poll simulated)
-        self.ff: HwrngFastForward | None = None if learned is None else HwrngFastForward(self, learned)
+        self.ff: HwrngFastForward | None = (HwrngFastForward(self, learned)
+                                            if learned is not None and HwrngFastForward.covers(k) else None)
 
     def set_wait(self, wait: str | WaitStrategy) -> None:
         """Switch ``<wait>`` the way unbinding and rebinding the driver would

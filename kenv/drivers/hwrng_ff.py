@@ -47,7 +47,7 @@ from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..kernel.core import CPU
+    from ..kernel.core import CPU, Kernel
     from .hwrng import Bcm2835Rng, HwrngCore, ReadCall
 
 #: learned cycles kept per start key (different FIFO inputs give different cycles)
@@ -326,6 +326,14 @@ def _cycle_table_key(task: Task, rng: "Bcm2835Rng") -> tuple:
 class HwrngFastForward:
     """The fast-forwards of one rng: wait cycles (:meth:`skip_polls`) and
     back-to-back ``cpu_relax()`` reads (:meth:`skip_reads`, :meth:`skip_words`)."""
+
+    @staticmethod
+    def covers(k: "Kernel") -> bool:
+        """Whether its records hold every way ``k`` runs a poller's cycle: not
+        when timers expire in the timer softirq's thread (PREEMPT_RT with
+        interrupt threads, kenv.kernel.irq), where a poller's ``msleep()``
+        wakeup is a ksoftirqd/ktimers run that no record holds."""
+        return k.irq is None
 
     def __init__(self, rng: "Bcm2835Rng", learned: HwrngLearned):
         self.rng = rng

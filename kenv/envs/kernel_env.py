@@ -82,10 +82,7 @@ class _KernelEpisode:
         self.hw = HwrngSubsystem(k, self.pool, hw_params, smp_cache_bytes=self.plat.smp_cache_bytes,
                                  bs=int(scenario["reader_bs"]), reader_cpus=(READER_CPU,),
                                  kthread_cpus=(READER_CPU,),
-                                 # (rt with interrupt threads: the hwrng kthread's msleep()
-                                 # timers expire in ksoftirqd/N, which no record of the hwrng
-                                 # fast-forward holds: it is off there)
-                                 learned=ff.hwrng if ff is not None and k.irq is None else None,
+                                 learned=ff and ff.hwrng,
                                  schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], reader_rng))
         self.phased = phase_rng is not None
         if scenario.get("start", "ready") == "boot":
