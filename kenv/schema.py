@@ -193,12 +193,39 @@ def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str) -> d
     try:
         m = mix.validate_python(dict(value))
     except ValidationError as e:
+        _check_weights(value, allowed, field)   # (a weight's own error, if that is what is wrong)
         raise to_config_error(e, field, _allowed_for(value, allowed, mix=True)) from None
     out = {}
     for k in value:
         v = getattr(m, k)
         out[k] = {c: float(w) for c, w in v.items()} if isinstance(v, dict) else {v: 1.0}
     return out
+
+
+_WEIGHT = TypeAdapter(Weight)
+
+
+def _check_weights(value: Mapping, allowed: Mapping[str, Sequence[Any]], field: str) -> None:
+    """In a mix that failed validation, a ConfigError for the first bad
+    weight of a ``{choice: weight}`` (pydantic reports the union's first
+    member instead, the choices), or for weights that are all zero."""
+    for k, dist in value.items():
+        if k not in allowed or not isinstance(dist, Mapping):
+            continue
+        choice = TypeAdapter(_choice_type(allowed[k]))
+        for c, w in dist.items():
+            try:
+                choice.validate_python(c)
+            except ValidationError:
+                raise ConfigError(f"{field}.{k}", c, "choices " + ", ".join(map(repr, allowed[k]))) from None
+            try:
+                _WEIGHT.validate_python(w)
+            except ValidationError:
+                raise ConfigError(f"{field}.{k}.{c}", w, f"a weight: {WEIGHT_ALLOWED} "
+                                  "(weights must be >= 0 and not all zero)") from None
+        if dist and not sum(dist.values()) > 0:
+            raise ConfigError(f"{field}.{k}", dict(dist), "weights that are not all zero "
+                              "(each >= 0; at least one > 0)")
 
 
 def _allowed_for(value: Mapping, allowed: Mapping[str, Sequence[Any]], mix: bool = False) -> str:

@@ -1,0 +1,53 @@
+"""Bad scenario input is a one-line ConfigError naming the field, the value
+and what is allowed (break-test defects of the last session, items 1-3):
+a negative weight in a mix, a phase field given to an env built with
+``phases=False``, and a ``reset(options={"scenario": ...})`` that is not a
+mapping."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import kenv  # noqa: F401  (registers the ids)
+from kenv.envs.registration import ENV_KWARGS, ENVS
+from kenv.errors import ConfigError
+
+PHASED = {"kenv/RandomMix-v0": "traffic_phases", "kenv/HwrngWait-v0": "reader_phases",
+          "kenv/Raid6Bench-v0": "load_phases", "kenv/Kernel-v0": "load_phases"}
+
+
+def _error(make) -> str:
+    with pytest.raises(ConfigError) as e:
+        make()
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+# ------------------------------------------------------------------ item 1
+
+@pytest.mark.parametrize("field, dist", [("traffic_phases", {"none": 1, "sweep": -1}),
+                                         ("preempt", {"full": 2, "none": -0.5})])
+def test_negative_weight_names_the_weight(field, dist):
+    bad = next(c for c, w in dist.items() if w < 0)
+    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={field: dist}))
+    assert f"{field}.{bad}: got {dist[bad]!r}" in msg
+    assert ">= 0" in msg and "not all zero" in msg
+
+
+def test_all_zero_weights_say_so():
+    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 0, "sweep": 0}}))
+    assert "traffic_phases: got {'none': 0, 'sweep': 0}" in msg and "not all zero" in msg
+
+
+def test_negative_weight_in_a_yaml_mix(tmp_path):
+    p = tmp_path / "mix.yaml"
+    p.write_text("mix:\n  load_phases: {onoff: 1, stops: -2}\n")
+    msg = _error(lambda: gym.make("kenv/Raid6Bench-v2", scenario=str(p)))
+    assert "load_phases.stops: got -2" in msg and ">= 0" in msg
+
+
+def test_bad_choice_in_a_weighted_mix_still_names_the_choices():
+    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 1, "often": 2}}))
+    assert "often" in msg and "'sweep'" in msg
