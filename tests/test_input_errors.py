@@ -51,3 +51,29 @@ def test_negative_weight_in_a_yaml_mix(tmp_path):
 def test_bad_choice_in_a_weighted_mix_still_names_the_choices():
     msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 1, "often": 2}}))
     assert "often" in msg and "'sweep'" in msg
+
+
+# ------------------------------------------------------------------ item 2
+
+def _phased_ids(env_id: str) -> list[str]:
+    entry = {i: ep for i, ep, _ in ENVS}
+    return [i for i, kw in ENV_KWARGS.items() if kw.get("phases") and entry[i] == entry[env_id]]
+
+
+@pytest.mark.parametrize("env_id, field", sorted(PHASED.items()))
+@pytest.mark.parametrize("how", ["reset", "kwarg", "yaml"])
+def test_phase_field_without_phases_says_phases_true(env_id, field, how, tmp_path):
+    value = {"traffic_phases": "sweep", "reader_phases": "rngd", "load_phases": "onoff"}[field]
+    if how == "reset":
+        env = gym.make(env_id)
+        msg = _error(lambda: env.reset(options={"scenario": {field: value}}))
+    elif how == "kwarg":
+        msg = _error(lambda: gym.make(env_id, scenario={field: value}))
+    else:
+        p = tmp_path / "mix.yaml"
+        p.write_text(f"mix:\n  {field}: {value}\n")
+        msg = _error(lambda: gym.make(env_id, scenario=str(p)))
+    ids = _phased_ids(env_id)
+    assert ids, env_id
+    assert field in msg and "phases=True" in msg
+    assert all(i in msg for i in ids)
