@@ -177,7 +177,8 @@ def check_scenario(value: Any, allowed: Mapping[str, Sequence[Any]], field: str 
     choices (``5.0`` -> ``5``).  ``elsewhere``: fields this env does not
     take but another version of it does, with what that needs (told on error)."""
     if not isinstance(value, Mapping):
-        raise ConfigError(field, value, "a mapping of field -> value; " + _fields_allowed(allowed))
+        raise ConfigError(field, value, f"a mapping {{field: value}} of scenario fields, not "
+                          f"{type(value).__name__}; " + _fields_allowed(allowed))
     one, _ = _scenario_models(_key(allowed))
     try:   # (what fits is told only on error: building it costs more than the check)
         m = one.validate_python(dict(value))
@@ -279,9 +280,6 @@ class ResetOptions(BaseModel):
     scenario: Mapping[str, Any] | None = None
 
 
-_RESET_OPTIONS = TypeAdapter(ResetOptions | None)
-
-
 def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]],
                         elsewhere: Mapping[str, str] | None = None) -> dict | None:
     """The scenario override of ``reset(options=...)`` (None: none;
@@ -290,10 +288,14 @@ def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]],
         return None
     if not isinstance(options, Mapping):
         raise ConfigError("options", options, "None or a mapping with the key 'scenario'")
-    m = validate(_RESET_OPTIONS, dict(options), "options", "the key 'scenario' only")
-    if m is None or m.scenario is None:
+    for key in options:
+        if key != "scenario":
+            raise ConfigError(f"options.{key}", options[key], "the key 'scenario' only")
+    scenario = options.get("scenario")
+    if scenario is None:
         return None
-    return check_scenario(m.scenario, allowed, "options.scenario", elsewhere)
+    # (check_scenario names the type given and the fields if it is not a mapping)
+    return check_scenario(scenario, allowed, "options.scenario", elsewhere)
 
 
 # ------------------------------------------------------------ env arguments

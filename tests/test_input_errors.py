@@ -77,3 +77,20 @@ def test_phase_field_without_phases_says_phases_true(env_id, field, how, tmp_pat
     assert ids, env_id
     assert field in msg and "phases=True" in msg
     assert all(i in msg for i in ids)
+
+
+# ------------------------------------------------------------------ item 3
+
+@pytest.mark.parametrize("value", ["rngd", ["preempt", "full"], 3])
+def test_reset_scenario_not_a_mapping(value):
+    env = gym.make("kenv/HwrngWait-v0")
+    msg = _error(lambda: env.reset(options={"scenario": value}))
+    assert msg.startswith(f"options.scenario: got {value!r}")
+    assert "a mapping" in msg and type(value).__name__ in msg and "preempt" in msg
+    assert "key 'scenario' only" not in msg
+
+
+def test_reset_unknown_option_key():
+    env = gym.make("kenv/HwrngWait-v0")
+    msg = _error(lambda: env.reset(options={"scenarios": {}}))
+    assert msg.startswith("options.scenarios:") and "'scenario' only" in msg
