@@ -249,7 +249,7 @@ def test_cli_train_missing_config_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/Raid6Bench-v0"])
     assert e.value.code == 2
-    assert "kenv: error: --config" in capsys.readouterr().err
+    assert "kenv train: error: --config" in capsys.readouterr().err
 
 
 def test_cli_train_unknown_algo_and_env_exit_2(capsys):
