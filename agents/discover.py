@@ -71,7 +71,8 @@ Resuming: as ``kenv rediscover``, a rerun with the same ``--out`` skips what is 
 recomputed) and resumes a training run from its newest checkpoint, exactly (see
 agents/train.py), so a killed run, rerun, gives the same ``discover.json`` as an
 uninterrupted one (``wall_s`` aside).  ``<out>/.lock`` refuses a second run on the same
-directory.  One process, one torch thread.
+directory.  A rerun with another ``--profile`` or ``--seeds`` is refused before any work
+(:func:`check_same_run`): ``discover.json`` is the summary of one run.  One process, one torch thread.
 
 ``--json`` keys (stable): ``{"env", "actions", "seeds", "profiles": [{"profile", "patched",
 "best_static", "learned", "rule", "rule_agreement", "beats_patch", "beats_best_static",
@@ -500,6 +501,33 @@ def check_trainings(env_id: str, profiles: Sequence[str], actions: Any, train_se
             check_resumable(targs.out, fingerprint(cfg, train_seed, targs))
 
 
+#: what a run in --out was asked for (its --profile and --seeds): ``<out>/discover_args.json``
+ARGS_FILE = "discover_args.json"
+
+
+def check_same_run(out: str, profile: str, profiles: Sequence[str], seeds: int) -> None:
+    """Refuse, before any work, a rerun into ``out`` with another --profile or --seeds:
+    discover.json holds one run's profiles on one set of episodes, so such a rerun would
+    replace the summary of the run already there with its own (and --seeds would redo
+    every episode).  The run's flags are ``ARGS_FILE``; a directory without it (made
+    before it existed) is judged by its discover.json."""
+    doc = read_json(os.path.join(out, ARGS_FILE))
+    if isinstance(doc, dict) and "profile" in doc and "seeds" in doc:
+        old = {"--profile": doc["profile"], "--seeds": doc["seeds"]}
+        new = {"--profile": profile, "--seeds": seeds}
+    else:
+        doc = read_json(os.path.join(out, "discover.json"))
+        if not (isinstance(doc, dict) and isinstance(doc.get("profiles"), list) and "seeds" in doc):
+            return
+        old = {"--profile": ", ".join(str(e.get("profile")) for e in doc["profiles"] if isinstance(e, dict)),
+               "--seeds": doc["seeds"]}
+        new = {"--profile": ", ".join(profiles), "--seeds": seeds}
+    for flag in ("--profile", "--seeds"):
+        if old[flag] != new[flag]:
+            raise ConfigError(flag, new[flag], f"{old[flag]!r}, the {flag} of the run already in --out {out} "
+                              f"(its discover.json holds one run; use another --out for another {flag})")
+
+
 def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
                 out: str) -> dict:
     """Train (or resume) PPO under ``profile`` on the extended set, then play the saved
@@ -870,7 +898,9 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     make_out_dir(out, "--out")
     with DirLock(out, "--out"):
         remove_stale_tmp(out)
+        check_same_run(out, profile, profiles, seeds)
         check_trainings(env_id, profiles, acts, train_seed, steps, out)
+        atomic_write_json(os.path.join(out, ARGS_FILE), {"profile": profile, "seeds": seeds})
         static = static_job(env_id, acts, seeds, os.path.join(out, "static.json"))
         log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection episodes "
             f"({static['wall_s']:.1f}s)")
