@@ -75,7 +75,7 @@ directory.  A rerun with another ``--profile`` or ``--seeds`` is refused before 
 (:func:`check_same_run`): ``discover.json`` is the summary of one run.  One process, one torch thread.
 
 ``--json`` keys (stable): ``{"env", "actions", "seeds", "profiles": [{"profile", "patched",
-"best_static", "learned", "rule", "rule_agreement", "beats_patch", "beats_best_static",
+"best_static", "learned", "rule", "rule_agreement", "rule_agreement_low", "beats_patch", "beats_best_static",
 "steps_trained", "steps_asked", "rollout_steps", ...}], ...}``; each policy: ``{"policy", "return_mean", "return_ci95", "components",
 "counters", ...}``.
 """
@@ -125,6 +125,12 @@ HELDOUT_SEED = 4_000_000
 DISTILL_SEED = 5_000_000
 #: the rule's decision trees
 RULE_DEPTH = 3
+#: below this ``rule_agreement`` the report warns that the rule does not describe the
+#: network (``rule_agreement_low`` in --json): a rule that disagrees with it on more than
+#: one held-out state in five is another policy, not its summary.  A choice, not a
+#: measurement; tiny --seeds give the trees few states to fit (1.3% on Kernel-v2 with
+#: --steps 256 --seeds 2)
+RULE_AGREEMENT_MIN = 0.8
 #: a policy spinning more than this share of a CPU in cpu_relax() is one a kernel developer refuses
 SPIN_REFUSED = 0.01
 #: bump when the content of static.json / learned.json changes
@@ -684,6 +690,7 @@ def profile_report(profile: str, held: dict, choice: dict, learned: dict, patche
     entry = {"profile": profile, "patched": patched, "best_static": best_static, "learned": lrn,
              "steps_trained": learned["train"]["steps"], **budget,
              "rule": learned["rule"], "rule_agreement": learned["rule_agreement"],
+             "rule_agreement_low": learned["rule_agreement"] < RULE_AGREEMENT_MIN,
              "beats_patch": cmp["learned - patched"]["beats"],
              "beats_best_static": cmp["learned - best_static"]["beats"],
              "best_static_beats_patch": cmp["best_static - patched"]["beats"],
@@ -750,6 +757,7 @@ class DiscoverResult:
             "files": self.files,
             "criteria": {"select_seed": SELECT_SEED, "heldout_seed": HELDOUT_SEED, "distill_seed": DISTILL_SEED,
                          "rule_depth": RULE_DEPTH, "spin_refused": SPIN_REFUSED,
+                         "rule_agreement_min": RULE_AGREEMENT_MIN,
                          "beats": "mean paired difference - its 95% interval (Student t) > 0"}},
             allow_nan=True))   # (plain Python values throughout: a numpy value here is a bug)
 
@@ -758,12 +766,22 @@ class DiscoverResult:
                  f"out {self.out}"]
         for e in self.profiles:
             lines += ["", f"profile {e['profile']}", _table(e), training_text(e)]
+            if e["rule_agreement_low"]:
+                lines.append(agreement_warning(e))
             lines.append("rule (agreement with the network on held-out states "
                          f"{100 * e['rule_agreement']:.1f}%):")
             lines += ["  " + r for r in e["rule"].splitlines()]
             lines += ["- " + f for f in e["findings"]]
         lines.append(f"\nwall time {self.wall_s:.1f}s (static search {self.static_wall_s:.1f}s)")
         return "\n".join(lines)
+
+
+def agreement_warning(e: dict) -> str:
+    """The one line that says a profile's rule does not describe its network."""
+    return (f"warning: the rule agrees with the network on only {100 * e['rule_agreement']:.1f}% of "
+            f"{e['heldout_states']} held-out states (below {100 * RULE_AGREEMENT_MIN:.0f}%): it does not "
+            f"describe the learned policy; it was fitted on {e['distill_states']} states, more --seeds "
+            "give it more")
 
 
 ROWS = ("patched", "best_static", "best_accepted", "context_oracle", "learned", "rule_policy")
@@ -795,8 +813,10 @@ def format_markdown(res: DiscoverResult) -> str:
              "episodes (mean paired difference minus its interval > 0).", "",
              "Action set: `" + json.dumps(res.actions) + "`", ""]
     for e in d["profiles"]:
-        lines += [f"## profile `{e['profile']}`", "", "```", _table(e), "```", "", training_text(e) + ".", "",
-                  f"Rule (agrees with the network on {100 * e['rule_agreement']:.1f}% of "
+        lines += [f"## profile `{e['profile']}`", "", "```", _table(e), "```", "", training_text(e) + ".", ""]
+        if e["rule_agreement_low"]:
+            lines += ["**" + agreement_warning(e) + "**", ""]
+        lines += [f"Rule (agrees with the network on {100 * e['rule_agreement']:.1f}% of "
                   f"{e['heldout_states']} held-out states; fitted on {e['distill_states']}):", ""]
         lines += [f"- {r}" for r in e["rule"].splitlines()]
         lines += ["", "Findings:", ""] + [f"- {f}" for f in e["findings"]]

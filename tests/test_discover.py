@@ -127,6 +127,17 @@ def test_discover_brief_structure_and_oracle(tmp_path, capsys):
     assert d == pytest.approx(e["best_static"]["return_mean"] - e["patched"]["return_mean"])
     for f in ("discover.json", "discover.md", "static.json", dc.ARGS_FILE):
         assert (out / f).is_file()
+    # a rule that agrees with the network on few states is said to: a warning line, a flag in --json
+    assert e["rule_agreement_low"] == (e["rule_agreement"] < dc.RULE_AGREEMENT_MIN)
+    assert doc["criteria"]["rule_agreement_min"] == dc.RULE_AGREEMENT_MIN
+    fields = ("env", "actions", "seeds", "out", "profiles")
+    for agreement in (0.013, 0.95):
+        low = {**e, "rule_agreement": agreement, "rule_agreement_low": agreement < dc.RULE_AGREEMENT_MIN}
+        res = dc.DiscoverResult(**{**{k: doc[k] for k in fields}, "profiles": [low]})
+        text, md = res.format_text(), dc.format_markdown(res)
+        warned = [line for line in text.splitlines() if line.startswith("warning: the rule agrees")]
+        assert len(warned) == (agreement < 0.8) and ("warning: the rule" in md) == (agreement < 0.8)
+        assert not warned or ("1.3%" in warned[0] and "--seeds" in warned[0])
     assert not (out / "discover.png").exists()
     # a rerun reads everything back (nothing retrained) and gives the same report
     assert main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64",
