@@ -109,7 +109,7 @@ from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
     check_resumable, context_label, env_slug, fingerprint, load_model, load_train_config, make_env, make_out_dir,
-    read_json, remove_stale_tmp, train, varying_fields,
+    read_json, remove_stale_tmp, rollout_steps, train, varying_fields, SB3_N_STEPS,
 )
 
 DEFAULT_CONFIG = "ppo"
@@ -439,12 +439,7 @@ LEARNED_KEYS = ("fingerprint", "profile", "train", "heldout", "counters", "actio
 
 
 #: PPO's n_steps when a config block does not set it (stable-baselines3's default)
-PPO_N_STEPS = 2048
-
-
-def rollout_steps(cfg: TrainConfig) -> int:
-    """Env steps in one PPO rollout: n_envs x n_steps.  PPO trains whole rollouts only."""
-    return cfg.n_envs * int(cfg.hyperparams.get("n_steps", PPO_N_STEPS))
+PPO_N_STEPS = SB3_N_STEPS["ppo"]
 
 
 def whole_rollouts(cfg: TrainConfig, steps: int) -> int:
