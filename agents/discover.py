@@ -71,10 +71,11 @@ Resuming: as ``kenv rediscover``, a rerun with the same ``--out`` skips what is 
 recomputed) and resumes a training run from its newest checkpoint, exactly (see
 agents/train.py), so a killed run, rerun, gives the same ``discover.json`` as an
 uninterrupted one (``wall_s`` aside).  ``<out>/.lock`` refuses a second run on the same
-directory.  One process, one torch thread.
+directory.  A rerun with another ``--profile`` or ``--seeds`` is refused before any work
+(:func:`check_same_run`): ``discover.json`` is the summary of one run.  One process, one torch thread.
 
 ``--json`` keys (stable): ``{"env", "actions", "seeds", "profiles": [{"profile", "patched",
-"best_static", "learned", "rule", "rule_agreement", "beats_patch", "beats_best_static",
+"best_static", "learned", "rule", "rule_agreement", "rule_agreement_low", "beats_patch", "beats_best_static",
 "steps_trained", "steps_asked", "rollout_steps", ...}], ...}``; each policy: ``{"policy", "return_mean", "return_ci95", "components",
 "counters", ...}``.
 """
@@ -108,7 +109,7 @@ from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
     check_resumable, context_label, env_slug, fingerprint, load_model, load_train_config, make_env, make_out_dir,
-    read_json, remove_stale_tmp, train, varying_fields,
+    read_json, remove_stale_tmp, rollout_steps, train, varying_fields, SB3_N_STEPS,
 )
 
 DEFAULT_CONFIG = "ppo"
@@ -124,6 +125,12 @@ HELDOUT_SEED = 4_000_000
 DISTILL_SEED = 5_000_000
 #: the rule's decision trees
 RULE_DEPTH = 3
+#: below this ``rule_agreement`` the report warns that the rule does not describe the
+#: network (``rule_agreement_low`` in --json): a rule that disagrees with it on more than
+#: one held-out state in five is another policy, not its summary.  A choice, not a
+#: measurement; tiny --seeds give the trees few states to fit (1.3% on Kernel-v2 with
+#: --steps 256 --seeds 2)
+RULE_AGREEMENT_MIN = 0.8
 #: a policy spinning more than this share of a CPU in cpu_relax() is one a kernel developer refuses
 SPIN_REFUSED = 0.01
 #: bump when the content of static.json / learned.json changes
@@ -432,12 +439,7 @@ LEARNED_KEYS = ("fingerprint", "profile", "train", "heldout", "counters", "actio
 
 
 #: PPO's n_steps when a config block does not set it (stable-baselines3's default)
-PPO_N_STEPS = 2048
-
-
-def rollout_steps(cfg: TrainConfig) -> int:
-    """Env steps in one PPO rollout: n_envs x n_steps.  PPO trains whole rollouts only."""
-    return cfg.n_envs * int(cfg.hyperparams.get("n_steps", PPO_N_STEPS))
+PPO_N_STEPS = SB3_N_STEPS["ppo"]
 
 
 def whole_rollouts(cfg: TrainConfig, steps: int) -> int:
@@ -498,6 +500,33 @@ def check_trainings(env_id: str, profiles: Sequence[str], actions: Any, train_se
         cfg, targs = train_setup(env_id, p, actions, train_seed, steps, out)
         with refusing_other_training(out):
             check_resumable(targs.out, fingerprint(cfg, train_seed, targs))
+
+
+#: what a run in --out was asked for (its --profile and --seeds): ``<out>/discover_args.json``
+ARGS_FILE = "discover_args.json"
+
+
+def check_same_run(out: str, profile: str, profiles: Sequence[str], seeds: int) -> None:
+    """Refuse, before any work, a rerun into ``out`` with another --profile or --seeds:
+    discover.json holds one run's profiles on one set of episodes, so such a rerun would
+    replace the summary of the run already there with its own (and --seeds would redo
+    every episode).  The run's flags are ``ARGS_FILE``; a directory without it (made
+    before it existed) is judged by its discover.json."""
+    doc = read_json(os.path.join(out, ARGS_FILE))
+    if isinstance(doc, dict) and "profile" in doc and "seeds" in doc:
+        old = {"--profile": doc["profile"], "--seeds": doc["seeds"]}
+        new = {"--profile": profile, "--seeds": seeds}
+    else:
+        doc = read_json(os.path.join(out, "discover.json"))
+        if not (isinstance(doc, dict) and isinstance(doc.get("profiles"), list) and "seeds" in doc):
+            return
+        old = {"--profile": ", ".join(str(e.get("profile")) for e in doc["profiles"] if isinstance(e, dict)),
+               "--seeds": doc["seeds"]}
+        new = {"--profile": ", ".join(profiles), "--seeds": seeds}
+    for flag in ("--profile", "--seeds"):
+        if old[flag] != new[flag]:
+            raise ConfigError(flag, new[flag], f"{old[flag]!r}, the {flag} of the run already in --out {out} "
+                              f"(its discover.json holds one run; use another --out for another {flag})")
 
 
 def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
@@ -656,6 +685,7 @@ def profile_report(profile: str, held: dict, choice: dict, learned: dict, patche
     entry = {"profile": profile, "patched": patched, "best_static": best_static, "learned": lrn,
              "steps_trained": learned["train"]["steps"], **budget,
              "rule": learned["rule"], "rule_agreement": learned["rule_agreement"],
+             "rule_agreement_low": learned["rule_agreement"] < RULE_AGREEMENT_MIN,
              "beats_patch": cmp["learned - patched"]["beats"],
              "beats_best_static": cmp["learned - best_static"]["beats"],
              "best_static_beats_patch": cmp["best_static - patched"]["beats"],
@@ -722,6 +752,7 @@ class DiscoverResult:
             "files": self.files,
             "criteria": {"select_seed": SELECT_SEED, "heldout_seed": HELDOUT_SEED, "distill_seed": DISTILL_SEED,
                          "rule_depth": RULE_DEPTH, "spin_refused": SPIN_REFUSED,
+                         "rule_agreement_min": RULE_AGREEMENT_MIN,
                          "beats": "mean paired difference - its 95% interval (Student t) > 0"}},
             allow_nan=True))   # (plain Python values throughout: a numpy value here is a bug)
 
@@ -730,12 +761,22 @@ class DiscoverResult:
                  f"out {self.out}"]
         for e in self.profiles:
             lines += ["", f"profile {e['profile']}", _table(e), training_text(e)]
+            if e["rule_agreement_low"]:
+                lines.append(agreement_warning(e))
             lines.append("rule (agreement with the network on held-out states "
                          f"{100 * e['rule_agreement']:.1f}%):")
             lines += ["  " + r for r in e["rule"].splitlines()]
             lines += ["- " + f for f in e["findings"]]
         lines.append(f"\nwall time {self.wall_s:.1f}s (static search {self.static_wall_s:.1f}s)")
         return "\n".join(lines)
+
+
+def agreement_warning(e: dict) -> str:
+    """The one line that says a profile's rule does not describe its network."""
+    return (f"warning: the rule agrees with the network on only {100 * e['rule_agreement']:.1f}% of "
+            f"{e['heldout_states']} held-out states (below {100 * RULE_AGREEMENT_MIN:.0f}%): it does not "
+            f"describe the learned policy; it was fitted on {e['distill_states']} states, more --seeds "
+            "give it more")
 
 
 ROWS = ("patched", "best_static", "best_accepted", "context_oracle", "learned", "rule_policy")
@@ -767,8 +808,10 @@ def format_markdown(res: DiscoverResult) -> str:
              "episodes (mean paired difference minus its interval > 0).", "",
              "Action set: `" + json.dumps(res.actions) + "`", ""]
     for e in d["profiles"]:
-        lines += [f"## profile `{e['profile']}`", "", "```", _table(e), "```", "", training_text(e) + ".", "",
-                  f"Rule (agrees with the network on {100 * e['rule_agreement']:.1f}% of "
+        lines += [f"## profile `{e['profile']}`", "", "```", _table(e), "```", "", training_text(e) + ".", ""]
+        if e["rule_agreement_low"]:
+            lines += ["**" + agreement_warning(e) + "**", ""]
+        lines += [f"Rule (agrees with the network on {100 * e['rule_agreement']:.1f}% of "
                   f"{e['heldout_states']} held-out states; fitted on {e['distill_states']}):", ""]
         lines += [f"- {r}" for r in e["rule"].splitlines()]
         lines += ["", "Findings:", ""] + [f"- {f}" for f in e["findings"]]
@@ -870,7 +913,9 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     make_out_dir(out, "--out")
     with DirLock(out, "--out"):
         remove_stale_tmp(out)
+        check_same_run(out, profile, profiles, seeds)
         check_trainings(env_id, profiles, acts, train_seed, steps, out)
+        atomic_write_json(os.path.join(out, ARGS_FILE), {"profile": profile, "seeds": seeds})
         static = static_job(env_id, acts, seeds, os.path.join(out, "static.json"))
         log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection episodes "
             f"({static['wall_s']:.1f}s)")

@@ -79,7 +79,7 @@ import os
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Callable, Sequence
 
@@ -99,7 +99,7 @@ from .files import (
 )
 from .policy import EVAL_SEED, SUMMARY_SEED, ModelPolicy, action_key, context_label, load_model, policy_summary, \
     varying_fields
-from .train import TrainArgs, fingerprint, train
+from .train import TrainArgs, fingerprint, rollout_steps, steps_to_train, train
 
 DEFAULT_CONFIG = "ppo"
 DEFAULT_OUT = os.path.join("runs", "rediscover")
@@ -366,6 +366,22 @@ def seed_job(env_id: str, seed: int, config: str, algo: str | None, out: str,
            "components": ev.component_means(), "choices": choices}
     atomic_write_json(path, doc)
     return doc
+
+
+def overshoot_note(cfgs: dict, n_timesteps: int | None) -> str | None:
+    """One line naming the envs whose budget (``--n-timesteps``, or the config's) is not
+    whole rollouts, and the steps SB3 will train on each instead (kenv.agents.train)."""
+    over = []
+    for e, c in cfgs.items():
+        c = replace(c, n_timesteps=c.n_timesteps if n_timesteps is None else n_timesteps)
+        m = steps_to_train(c)
+        if m is not None and m != c.n_timesteps:
+            over.append(f"{e} {m:,} (rollout {rollout_steps(c):,})")
+    if not over:
+        return None
+    asked = f"--n-timesteps {n_timesteps:,}" if n_timesteps is not None else "n_timesteps"
+    return (f"{asked} is not a multiple of a rollout on every env; SB3 trains whole rollouts, so the runs "
+            "will train: " + ", ".join(over) + " steps")
 
 
 def _quiet(msg: str) -> None:
@@ -669,6 +685,9 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
                                     or not 1 <= n_timesteps <= MAX_TIMESTEPS):
         raise ConfigError("--n-timesteps", n_timesteps, f"an integer in 1..{MAX_TIMESTEPS}")
     cfgs = {e: load_train_config(config, e, algo) for e in env_ids}  # every config error up front
+    note = overshoot_note(cfgs, n_timesteps)
+    if note:
+        log(note)
     algo_name = next(iter(cfgs.values())).algo
     seed_list = list(range(seeds))
     if workers is None:

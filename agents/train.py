@@ -92,6 +92,7 @@ import os
 import sys
 import time
 from dataclasses import MISSING, asdict, dataclass, field
+from types import MappingProxyType
 from typing import Callable
 
 import yaml
@@ -123,6 +124,45 @@ from .policy import (  # noqa: F401
 
 #: bound of --eval-episodes
 MAX_EVAL_EPISODES = 10_000
+
+#: the rollout of an on-policy algorithm when its config block sets no n_steps, and DQN's
+#: train_freq when it sets none (stable-baselines3's defaults)
+SB3_N_STEPS = MappingProxyType({"ppo": 2048, "a2c": 5})
+SB3_TRAIN_FREQ = 4
+
+
+def rollout_steps(cfg: TrainConfig) -> int | None:
+    """Env steps SB3 collects between two looks at the budget: n_envs x n_steps (PPO,
+    A2C), n_envs x train_freq (DQN; None when train_freq counts episodes).  ``learn()``
+    trains whole rollouts: it stops at the first multiple at or past the budget."""
+    if cfg.algo in SB3_N_STEPS:
+        return cfg.n_envs * int(cfg.hyperparams.get("n_steps", SB3_N_STEPS[cfg.algo]))
+    freq = cfg.hyperparams.get("train_freq", SB3_TRAIN_FREQ)
+    if isinstance(freq, (list, tuple)):
+        if len(freq) != 2 or freq[1] != "step":
+            return None
+        freq = freq[0]
+    return cfg.n_envs * int(freq)
+
+
+def steps_to_train(cfg: TrainConfig, start: int = 0) -> int | None:
+    """The steps a run of ``cfg`` trains, from step ``start`` (a resumed run's checkpoint):
+    n_timesteps rounded up to whole rollouts past ``start`` (None: not known in advance)."""
+    r = rollout_steps(cfg)
+    if r is None:
+        return None
+    left = cfg.n_timesteps - start
+    return start + (-(-left // r) * r if left > 0 else 0)
+
+
+def overshoot_line(cfg: TrainConfig, start: int = 0) -> str | None:
+    """One line when n_timesteps is not whole rollouts: the steps the run will train instead."""
+    m = steps_to_train(cfg, start)
+    if m is None or m == max(cfg.n_timesteps, start):
+        return None
+    n_steps = "train_freq" if cfg.algo not in SB3_N_STEPS else "n_steps"
+    return (f"{cfg.env_id}: n_timesteps {cfg.n_timesteps:,} is not a multiple of a rollout (n_envs x {n_steps} = "
+            f"{rollout_steps(cfg):,} steps); SB3 trains whole rollouts: the run will train {m:,} steps")
 
 
 def default_out_dir(env_id: str, algo: str, seed: int) -> str:
@@ -305,6 +345,9 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         model, start_steps, wall_offset = load_checkpoint(cfg, algo_cls, seed, ckpt_dir, ckpts[0], monitor_dir, log)
         log(f"resuming {run_dir} from {ckpts[0][1]} ({start_steps} steps)")
     history = [h for h in evaluations if h["timesteps"] <= start_steps]
+    note = overshoot_line(cfg, start_steps)
+    if note:
+        log(note)
     if model is None:
         model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
     tb = tensorboard_available()
@@ -375,7 +418,10 @@ def add_arguments(p) -> None:
     p.add_argument("--algo", default=None, help="ppo, a2c or dqn (default: the config file's name)")
     p.add_argument("--out", default=None, help="run directory (default runs/<env>__<algo>__<seed>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint")
-    p.add_argument("--n-timesteps", type=int, default=None, help="override the config's n_timesteps")
+    p.add_argument("--n-timesteps", type=int, default=None,
+                   help="override the config's n_timesteps; SB3 trains whole rollouts (n_envs x n_steps), so a "
+                        "budget between two multiples trains the next one (said on stderr; the steps trained "
+                        "are steps in --json)")
     p.add_argument("--eval-freq", type=int, default=None, help="env steps between evaluations (default n_timesteps/8)")
     p.add_argument("--eval-episodes", type=int, default=10, help="seeded episodes per evaluation (default 10)")
     p.add_argument("--checkpoint-freq", type=int, default=None,

@@ -30,6 +30,15 @@ class KenvArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, recording in ``_prog`` the prog of the deepest
+        (sub)command parsed (``kenv discover``): kenv's own errors for a
+        subcommand then carry argparse's prefix for it (:func:`main`)."""
+        ns, rest = super().parse_known_args(args, namespace)
+        if getattr(ns, "_prog", None) is None:   # (a subcommand's parser returns first)
+            ns._prog = self.prog
+        return ns, rest
+
 
 def version() -> str:
     """The installed kenv-gym's version (kenv.__version__ when not installed)."""
@@ -171,16 +180,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_old_versions()
     parser = build_parser()
     args = parser.parse_args(argv)
+    prog = getattr(args, "_prog", parser.prog)   # argparse's prefix for the subcommand: kenv discover
     try:
         result = args._run(args)
     except ConfigError as e:
         # one line: the flag, the value and what is allowed
-        parser.exit(2, f"kenv: error: {_flag_of(args, e.field, e.value)}{' '.join(str(e).split())}\n")
+        parser.exit(2, f"{prog}: error: {_flag_of(args, e.field, e.value)}{' '.join(str(e).split())}\n")
     except OSError as e:   # the filesystem (an --out that cannot be written, a full disk, ...)
         name = str(getattr(e, "filename", None) or "")
-        parser.exit(2, f"kenv: error: {_flag_of(args, name) if name else ''}{name}: {e.strerror or e}\n")
+        parser.exit(2, f"{prog}: error: {_flag_of(args, name) if name else ''}{name}: {e.strerror or e}\n")
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (train and rediscover say more)
-        parser.exit(130, "kenv: interrupted\n")
+        parser.exit(130, f"{prog}: interrupted\n")
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

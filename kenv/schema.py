@@ -170,22 +170,27 @@ def _fields_allowed(allowed: Mapping[str, Sequence[Any]]) -> str:
     return "; ".join(f"{n}: one of {', '.join(map(repr, c))}" for n, c in allowed.items())
 
 
-def check_scenario(value: Any, allowed: Mapping[str, Sequence[Any]], field: str = "scenario") -> dict:
+def check_scenario(value: Any, allowed: Mapping[str, Sequence[Any]], field: str = "scenario",
+                   elsewhere: Mapping[str, str] | None = None) -> dict:
     """A scenario override (``reset(options={"scenario": ...})``): a mapping
     of some fields to one of their choices.  Returns it with the canonical
-    choices (``5.0`` -> ``5``)."""
+    choices (``5.0`` -> ``5``).  ``elsewhere``: fields this env does not
+    take but another version of it does, with what that needs (told on error)."""
     if not isinstance(value, Mapping):
-        raise ConfigError(field, value, "a mapping of field -> value; " + _fields_allowed(allowed))
+        raise ConfigError(field, value, f"a mapping {{field: value}} of scenario fields, not "
+                          f"{type(value).__name__}; " + _fields_allowed(allowed))
     one, _ = _scenario_models(_key(allowed))
     try:   # (what fits is told only on error: building it costs more than the check)
         m = one.validate_python(dict(value))
     except ValidationError as e:
-        raise to_config_error(e, field, _allowed_for(value, allowed)) from None
+        raise to_config_error(e, field, _allowed_for(value, allowed, elsewhere=elsewhere)) from None
     return {k: getattr(m, k) for k in value}
 
 
-def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str) -> dict[str, dict]:
-    """A scenario mix: field -> {choice: weight} or one choice (weight 1)."""
+def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str,
+              elsewhere: Mapping[str, str] | None = None) -> dict[str, dict]:
+    """A scenario mix: field -> {choice: weight} or one choice (weight 1)
+    (``elsewhere``: see :func:`check_scenario`)."""
     if not isinstance(value, Mapping):
         raise ConfigError(field, value, "a mapping of field -> {choice: weight} or a value; "
                           + _fields_allowed(allowed))
@@ -193,7 +198,8 @@ def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str) -> d
     try:
         m = mix.validate_python(dict(value))
     except ValidationError as e:
-        raise to_config_error(e, field, _allowed_for(value, allowed, mix=True)) from None
+        _check_weights(value, allowed, field)   # (a weight's own error, if that is what is wrong)
+        raise to_config_error(e, field, _allowed_for(value, allowed, mix=True, elsewhere=elsewhere)) from None
     out = {}
     for k in value:
         v = getattr(m, k)
@@ -201,11 +207,39 @@ def check_mix(value: Any, allowed: Mapping[str, Sequence[Any]], field: str) -> d
     return out
 
 
-def _allowed_for(value: Mapping, allowed: Mapping[str, Sequence[Any]], mix: bool = False) -> str:
+_WEIGHT = TypeAdapter(Weight)
+
+
+def _check_weights(value: Mapping, allowed: Mapping[str, Sequence[Any]], field: str) -> None:
+    """In a mix that failed validation, a ConfigError for the first bad
+    weight of a ``{choice: weight}`` (pydantic reports the union's first
+    member instead, the choices), or for weights that are all zero."""
+    for k, dist in value.items():
+        if k not in allowed or not isinstance(dist, Mapping):
+            continue
+        choice = TypeAdapter(_choice_type(allowed[k]))
+        for c, w in dist.items():
+            try:
+                choice.validate_python(c)
+            except ValidationError:
+                raise ConfigError(f"{field}.{k}", c, "choices " + ", ".join(map(repr, allowed[k]))) from None
+            try:
+                _WEIGHT.validate_python(w)
+            except ValidationError:
+                raise ConfigError(f"{field}.{k}.{c}", w, f"a weight: {WEIGHT_ALLOWED} "
+                                  "(weights must be >= 0 and not all zero)") from None
+        if dist and not sum(dist.values()) > 0:
+            raise ConfigError(f"{field}.{k}", dict(dist), "weights that are not all zero "
+                              "(each >= 0; at least one > 0)")
+
+
+def _allowed_for(value: Mapping, allowed: Mapping[str, Sequence[Any]], mix: bool = False,
+                 elsewhere: Mapping[str, str] | None = None) -> str:
     """What fits, told for the first field of ``value`` that is wrong (cheap: only on error)."""
     for k in value:
         if k not in allowed:
-            return "fields " + ", ".join(allowed)
+            hint = (elsewhere or {}).get(k)
+            return "fields " + ", ".join(allowed) + (f"; {k} {hint}" if hint else "")
         choices = ", ".join(map(repr, allowed[k]))
         v = value[k]
         if mix and isinstance(v, Mapping):
@@ -246,19 +280,22 @@ class ResetOptions(BaseModel):
     scenario: Mapping[str, Any] | None = None
 
 
-_RESET_OPTIONS = TypeAdapter(ResetOptions | None)
-
-
-def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]]) -> dict | None:
-    """The scenario override of ``reset(options=...)`` (None: none)."""
+def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]],
+                        elsewhere: Mapping[str, str] | None = None) -> dict | None:
+    """The scenario override of ``reset(options=...)`` (None: none;
+    ``elsewhere``: see :func:`check_scenario`)."""
     if options is None:
         return None
     if not isinstance(options, Mapping):
         raise ConfigError("options", options, "None or a mapping with the key 'scenario'")
-    m = validate(_RESET_OPTIONS, dict(options), "options", "the key 'scenario' only")
-    if m is None or m.scenario is None:
+    for key in options:
+        if key != "scenario":
+            raise ConfigError(f"options.{key}", options[key], "the key 'scenario' only")
+    scenario = options.get("scenario")
+    if scenario is None:
         return None
-    return check_scenario(m.scenario, allowed, "options.scenario")
+    # (check_scenario names the type given and the fields if it is not a mapping)
+    return check_scenario(scenario, allowed, "options.scenario", elsewhere)
 
 
 # ------------------------------------------------------------ env arguments

@@ -107,14 +107,14 @@ def _out_cases(tmp_path) -> list[tuple[str, str]]:
 def test_cli_train_bad_out(tmp_path, capsys):
     for out, why in _out_cases(tmp_path):
         line = _cli_error(capsys, ["train", "--out", out] + TRAIN_FLAGS)
-        assert line.startswith("kenv: error: --out") and out in line, (why, line)
+        assert line.startswith("kenv train: error: --out") and out in line, (why, line)
 
 
 def test_cli_rediscover_bad_out_and_flags(tmp_path, capsys):
     base = ["rediscover", "--envs", ENV, "--n-timesteps", "512", "--no-plots", "--workers", "1"]
     for out, why in _out_cases(tmp_path):
         line = _cli_error(capsys, base + ["--out", out])
-        assert line.startswith("kenv: error: --out") and out in line, (why, line)
+        assert line.startswith("kenv rediscover: error: --out") and out in line, (why, line)
     for flags, name in [(["--seeds", "-1"], "--seeds"), (["--seeds", "100000"], "--seeds"),
                         (["--workers", "0"], "--workers"), (["--n-timesteps", "0"], "--n-timesteps")]:
         assert name in _cli_error(capsys, base + ["--out", str(tmp_path / "rd")] + flags)

@@ -169,3 +169,25 @@ def test_real_cli_one_line_no_traceback(argv, flag):
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("kenv_error, argparse_error, prog", [
+    (["discover", "--env", "kenv/HwrngWait-v0", "--profile", "bogus"],
+     ["discover", "--env", "kenv/HwrngWait-v0", "--seeds", "1"], "kenv discover"),
+    (["evaluate", "--env", "kenv/HwrngWait-v0", "--profile", "bogus"],
+     ["evaluate", "--env", "kenv/HwrngWait-v0", "--episodes", "0"], "kenv evaluate"),
+    (["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/HwrngWait-v0"],
+     ["train", "--config", "ppo", "--env", "bogus"], "kenv train"),
+    (["rediscover", "--envs", "bogus"], ["rediscover", "--seeds", "x"], "kenv rediscover"),
+])
+def test_kenv_errors_carry_argparses_prefix_for_the_subcommand(kenv_error, argparse_error, prog, tmp_path, capsys):
+    """kenv's own errors (a ConfigError after parsing) used to say ``kenv: error:``
+    where argparse's for the same subcommand say ``kenv discover: error:``."""
+    lines = []
+    for argv in (kenv_error, argparse_error):
+        with pytest.raises(SystemExit) as e:
+            main(argv + ["--out", str(tmp_path / "o")] if argv[0] != "evaluate" else argv)
+        assert e.value.code == 2
+        [line] = capsys.readouterr().err.strip().splitlines()
+        lines.append(line)
+    assert all(line.startswith(f"{prog}: error: ") for line in lines), lines

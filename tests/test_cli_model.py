@@ -87,7 +87,7 @@ def test_a_bad_model_is_a_one_line_error_naming_the_flag(tmp_path, capsys, case)
         main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--episodes", "2", "--model", path])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("kenv: error: --model: got ") and "allowed" in err
+    assert err.count("\n") == 1 and err.startswith("kenv evaluate: error: --model: got ") and "allowed" in err
     if case in ("other env", "other action set"):
         assert "Raid6Bench-v0" in err and "Box(15,)" in err
 

@@ -125,8 +125,19 @@ def test_discover_brief_structure_and_oracle(tmp_path, capsys):
     # the same episodes for every policy: paired differences are the differences of the returns
     d = e["comparisons"]["best_static - patched"]["mean_diff"]
     assert d == pytest.approx(e["best_static"]["return_mean"] - e["patched"]["return_mean"])
-    for f in ("discover.json", "discover.md", "static.json"):
+    for f in ("discover.json", "discover.md", "static.json", dc.ARGS_FILE):
         assert (out / f).is_file()
+    # a rule that agrees with the network on few states is said to: a warning line, a flag in --json
+    assert e["rule_agreement_low"] == (e["rule_agreement"] < dc.RULE_AGREEMENT_MIN)
+    assert doc["criteria"]["rule_agreement_min"] == dc.RULE_AGREEMENT_MIN
+    fields = ("env", "actions", "seeds", "out", "profiles")
+    for agreement in (0.013, 0.95):
+        low = {**e, "rule_agreement": agreement, "rule_agreement_low": agreement < dc.RULE_AGREEMENT_MIN}
+        res = dc.DiscoverResult(**{**{k: doc[k] for k in fields}, "profiles": [low]})
+        text, md = res.format_text(), dc.format_markdown(res)
+        warned = [line for line in text.splitlines() if line.startswith("warning: the rule agrees")]
+        assert len(warned) == (agreement < 0.8) and ("warning: the rule" in md) == (agreement < 0.8)
+        assert not warned or ("1.3%" in warned[0] and "--seeds" in warned[0])
     assert not (out / "discover.png").exists()
     # a rerun reads everything back (nothing retrained) and gives the same report
     assert main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64",
@@ -224,6 +235,33 @@ def test_a_rerun_with_other_training_flags_is_refused_before_any_work(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "--out" in err[0] and "--steps, --actions" in err[0], err
     assert sorted(set(os.listdir(out)) - {".lock"}) == ["balanced"]   # no static.json: nothing was done
+
+
+@pytest.mark.parametrize("flag,value,old", [("--profile", "latency", "'balanced'"), ("--seeds", "3", "2")])
+@pytest.mark.parametrize("record", ["args file", "discover.json"])
+def test_a_rerun_with_another_profile_or_seeds_is_refused_before_any_work(tmp_path, capsys, flag, value, old,
+                                                                         record):
+    """A first run (--profile balanced --seeds 2) leaves its flags in <out>/discover_args.json
+    (a directory from before it: its discover.json); a rerun into it with another --profile
+    or --seeds used to run and leave a discover.json of the new run only.  It is refused
+    with one line naming the flag, both values and another --out, before any work."""
+    pytest.importorskip("sklearn")
+    out = tmp_path / "d"
+    out.mkdir()
+    if record == "args file":
+        (out / dc.ARGS_FILE).write_text(json.dumps({"profile": "balanced", "seeds": 2}))
+    else:
+        (out / "discover.json").write_text(json.dumps({"seeds": 2, "profiles": [{"profile": "balanced"}]}))
+    before = sorted(os.listdir(out))
+    dc.check_same_run(str(out), "balanced", ["balanced"], 2)   # the same flags: nothing refused
+    argv = {"--env": "kenv/HwrngWait-v0", "--profile": "balanced", "--seeds": "2", "--steps": "512",
+            "--out": str(out), flag: value}
+    with pytest.raises(SystemExit) as e:
+        main(["discover"] + [x for kv in argv.items() for x in kv] + ["--no-plots"])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and line.startswith(f"kenv discover: error: {flag}: got "), line
+    assert value in line and old in line and "another --out" in line, line
+    assert sorted(set(os.listdir(out)) - {".lock"}) == before   # nothing was done
 
 
 @pytest.mark.parametrize("env_id,steps,budget", [

@@ -249,7 +249,7 @@ def test_cli_train_missing_config_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/Raid6Bench-v0"])
     assert e.value.code == 2
-    assert "kenv: error: --config" in capsys.readouterr().err
+    assert "kenv train: error: --config" in capsys.readouterr().err
 
 
 def test_cli_train_unknown_algo_and_env_exit_2(capsys):
@@ -577,3 +577,42 @@ def test_a_yaml_path_in_env_kwargs_counts_by_its_content(tmp_path, kwarg, packag
     edited = tr.fingerprint(cfg, 0, args)
     path.write_text(text)
     assert edited != first and tr.fingerprint(cfg, 0, args) == first
+
+
+@pytest.mark.parametrize("algo, block, asked, trained", [
+    ("ppo", "{n_timesteps: 128, n_envs: 2, n_steps: 32, batch_size: 32}", 100, 128),
+    ("ppo", "{n_timesteps: 128, n_envs: 2, n_steps: 32, batch_size: 32}", 128, 128),
+    ("a2c", "{n_timesteps: 128, n_envs: 2, n_steps: 5}", 21, 30),
+    ("dqn", "{n_timesteps: 128, n_envs: 1, train_freq: 4, learning_starts: 0, buffer_size: 1000}", 10, 12),
+])
+def test_cli_train_says_when_it_trains_past_n_timesteps(tmp_path, capsys, algo, block, asked, trained):
+    """SB3 trains whole rollouts: --n-timesteps between two multiples trains the next one.
+    The CLI says so in one line before training (and only then); --json's steps is the
+    steps trained."""
+    path = _write(tmp_path, f"{algo}.yaml", f"kenv/Raid6Bench-v0: {block}\n")
+    assert main(["train", "--config", path, "--env", "kenv/Raid6Bench-v0", "--n-timesteps", str(asked),
+                 "--out", str(tmp_path / "run"), "--eval-episodes", "2", "--eval-freq", "1000",
+                 "--checkpoint-freq", "1000", "--no-progress", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["steps"] == trained
+    said = [line for line in captured.err.splitlines() if "whole rollouts" in line]
+    if asked == trained:
+        assert said == []
+    else:
+        [line] = said
+        assert f"n_timesteps {asked}" in line and f"will train {trained} steps" in line, line
+
+
+def test_rediscover_says_which_envs_train_past_n_timesteps(tmp_path, monkeypatch):
+    """kenv rediscover --n-timesteps: one line, before any work, naming each env whose
+    rollout does not divide it and the steps it will train (rows' steps: what it did)."""
+    monkeypatch.setattr(rd, "_rediscover_locked", lambda *a, **k: None)
+    logged: list[str] = []
+    rd.rediscover(envs=["kenv/HwrngWait-v0", "kenv/Kernel-v0"], n_timesteps=600, out=str(tmp_path / "o"),
+                  log=logged.append)
+    [line] = [s for s in logged if "whole rollouts" in s]
+    assert "--n-timesteps 600" in line and "kenv/HwrngWait-v0 1,024" in line and "kenv/Kernel-v0 768" in line
+    logged.clear()
+    rd.rediscover(envs=["kenv/HwrngWait-v0", "kenv/Kernel-v0"], n_timesteps=1024, out=str(tmp_path / "o"),
+                  log=logged.append)
+    assert not [s for s in logged if "whole rollouts" in s]

@@ -28,7 +28,7 @@ from ..schema import (
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
 from .reward import COMPONENTS, RewardProfile, load_profile
-from .scenario import ScenarioMix, build_mix
+from .scenario import ScenarioMix, build_mix, phase_fields_elsewhere
 
 
 #: the default of each reward component a step does not report
@@ -104,6 +104,9 @@ class KenvEnv(gym.Env):
     #: workload changes within an episode, drawn for every episode and not a
     #: context of the mix (ScenarioMix.within_episode)
     PHASE_FIELDS: tuple[str, ...] = ()
+    #: with ``phases=False``: the phase fields, with what they need (told when
+    #: one is given; kenv.envs.scenario.phase_fields_elsewhere)
+    SCENARIO_ELSEWHERE: Mapping[str, str] = MappingProxyType({})
     #: the kernel options this env can turn on (keyword arguments; the
     #: ``-v1`` ids pass them, kenv.envs.registration.ENV_KWARGS)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
@@ -158,7 +161,7 @@ class KenvEnv(gym.Env):
         self.actions = self._check_actions(actions)
         self.profile = load_profile(profile, reward_weights)
         self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario,
-                                          within_episode=self.PHASE_FIELDS)
+                                          within_episode=self.PHASE_FIELDS, elsewhere=self.SCENARIO_ELSEWHERE)
         self.action_space = self._make_action_space()
         self.obs_rows = self.observation_rows(self.actions)
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
@@ -243,7 +246,7 @@ class KenvEnv(gym.Env):
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seed = check_seed(seed)
-        override = check_reset_options(options, self.SCENARIO_FIELDS)   # (before anything changes)
+        override = check_reset_options(options, self.SCENARIO_FIELDS, self.SCENARIO_ELSEWHERE)   # (before anything changes)
         super().reset(seed=seed)
         # what replays the episode (_replay_episode): the generator state at this
         # reset (the state property builds a new dict: nothing else holds it) and
@@ -422,6 +425,8 @@ class KenvEnv(gym.Env):
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, **fields}
             self.PHASE_FIELDS = tuple(fields)
             self.OBS_ROWS = list(self.OBS_ROWS) + list(rows)
+        else:
+            self.SCENARIO_ELSEWHERE = phase_fields_elsewhere(self.ENV_ID, tuple(fields))
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError

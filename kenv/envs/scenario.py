@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..schema import check_mix, check_mix_file, check_scenario_arg
 from .config import load_yaml
+from .registration import ENV_KWARGS, ENVS
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,14 @@ class ScenarioMix:
 
 
 def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
-              scenario: str | os.PathLike | Mapping | None, within_episode: Sequence[str] = ()) -> ScenarioMix:
+              scenario: str | os.PathLike | Mapping | None, within_episode: Sequence[str] = (),
+              elsewhere: Mapping[str, str] | None = None) -> ScenarioMix:
     """The env's default mix (a packaged YAML name), updated by ``scenario``
     (``within_episode``: see :attr:`ScenarioMix.within_episode`).
 
     ``allowed`` lists, per field, the values the env understands; anything else
-    is a :class:`ConfigError` naming the field (kenv.schema.check_mix).
+    is a :class:`ConfigError` naming the field (kenv.schema.check_mix), and
+    for a field of ``elsewhere`` (:func:`phase_fields_elsewhere`) what it needs.
     """
     check_scenario_arg(scenario)
     base_data, base_label = load_yaml("scenarios", default)
@@ -92,18 +95,29 @@ def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
     if scenario is None:
         pass
     elif isinstance(scenario, Mapping):
-        fields.update(check_mix(scenario, allowed, "scenario: mix"))
+        fields.update(check_mix(scenario, allowed, "scenario: mix", elsewhere))
         name = f"{default}+custom"
     else:
         data, label = load_yaml("scenarios", scenario)
-        fields.update(_parse_fields(data, label, env_id, allowed))
+        fields.update(_parse_fields(data, label, env_id, allowed, elsewhere))
         name = str(data.get("name") or os.fspath(scenario))
     return ScenarioMix(name, fields, tuple(within_episode))
 
 
-def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, Sequence[Any]]) -> dict:
+def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, Sequence[Any]],
+                  elsewhere: Mapping[str, str] | None = None) -> dict:
     f = check_mix_file(data, label)
     env = env_id if f.env is None else f.env
     if env != env_id:
         raise ConfigError(f"{label}: env", env, env_id)
-    return check_mix(f.mix, allowed, f"{label}: mix")
+    return check_mix(f.mix, allowed, f"{label}: mix", elsewhere)
+
+
+def phase_fields_elsewhere(env_id: str, fields: Sequence[str]) -> dict[str, str]:
+    """For an env built with ``phases=False``: each phase field (``fields``)
+    with what it needs -- ``phases=True``, and the registered ids of the same
+    env class that turn it on (kenv.envs.registration.ENV_KWARGS)."""
+    entry = {i: ep for i, ep, _ in ENVS}
+    ids = [i for i, kw in ENV_KWARGS.items() if kw.get("phases") and entry.get(i) == entry.get(env_id)]
+    need = "is a phase schedule: only with phases=True" + (f" ({', '.join(ids)})" if ids else "")
+    return {f: need for f in fields}

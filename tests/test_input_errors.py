@@ -1,0 +1,96 @@
+"""Bad scenario input is a one-line ConfigError naming the field, the value
+and what is allowed (break-test defects of the last session, items 1-3):
+a negative weight in a mix, a phase field given to an env built with
+``phases=False``, and a ``reset(options={"scenario": ...})`` that is not a
+mapping."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import kenv  # noqa: F401  (registers the ids)
+from kenv.envs.registration import ENV_KWARGS, ENVS
+from kenv.errors import ConfigError
+
+PHASED = {"kenv/RandomMix-v0": "traffic_phases", "kenv/HwrngWait-v0": "reader_phases",
+          "kenv/Raid6Bench-v0": "load_phases", "kenv/Kernel-v0": "load_phases"}
+
+
+def _error(make) -> str:
+    with pytest.raises(ConfigError) as e:
+        make()
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+# ------------------------------------------------------------------ item 1
+
+@pytest.mark.parametrize("field, dist", [("traffic_phases", {"none": 1, "sweep": -1}),
+                                         ("preempt", {"full": 2, "none": -0.5})])
+def test_negative_weight_names_the_weight(field, dist):
+    bad = next(c for c, w in dist.items() if w < 0)
+    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={field: dist}))
+    assert f"{field}.{bad}: got {dist[bad]!r}" in msg
+    assert ">= 0" in msg and "not all zero" in msg
+
+
+def test_all_zero_weights_say_so():
+    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 0, "sweep": 0}}))
+    assert "traffic_phases: got {'none': 0, 'sweep': 0}" in msg and "not all zero" in msg
+
+
+def test_negative_weight_in_a_yaml_mix(tmp_path):
+    p = tmp_path / "mix.yaml"
+    p.write_text("mix:\n  load_phases: {onoff: 1, stops: -2}\n")
+    msg = _error(lambda: gym.make("kenv/Raid6Bench-v2", scenario=str(p)))
+    assert "load_phases.stops: got -2" in msg and ">= 0" in msg
+
+
+def test_bad_choice_in_a_weighted_mix_still_names_the_choices():
+    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 1, "often": 2}}))
+    assert "often" in msg and "'sweep'" in msg
+
+
+# ------------------------------------------------------------------ item 2
+
+def _phased_ids(env_id: str) -> list[str]:
+    entry = {i: ep for i, ep, _ in ENVS}
+    return [i for i, kw in ENV_KWARGS.items() if kw.get("phases") and entry[i] == entry[env_id]]
+
+
+@pytest.mark.parametrize("env_id, field", sorted(PHASED.items()))
+@pytest.mark.parametrize("how", ["reset", "kwarg", "yaml"])
+def test_phase_field_without_phases_says_phases_true(env_id, field, how, tmp_path):
+    value = {"traffic_phases": "sweep", "reader_phases": "rngd", "load_phases": "onoff"}[field]
+    if how == "reset":
+        env = gym.make(env_id)
+        msg = _error(lambda: env.reset(options={"scenario": {field: value}}))
+    elif how == "kwarg":
+        msg = _error(lambda: gym.make(env_id, scenario={field: value}))
+    else:
+        p = tmp_path / "mix.yaml"
+        p.write_text(f"mix:\n  {field}: {value}\n")
+        msg = _error(lambda: gym.make(env_id, scenario=str(p)))
+    ids = _phased_ids(env_id)
+    assert ids, env_id
+    assert field in msg and "phases=True" in msg
+    assert all(i in msg for i in ids)
+
+
+# ------------------------------------------------------------------ item 3
+
+@pytest.mark.parametrize("value", ["rngd", ["preempt", "full"], 3])
+def test_reset_scenario_not_a_mapping(value):
+    env = gym.make("kenv/HwrngWait-v0")
+    msg = _error(lambda: env.reset(options={"scenario": value}))
+    assert msg.startswith(f"options.scenario: got {value!r}")
+    assert "a mapping" in msg and type(value).__name__ in msg and "preempt" in msg
+    assert "key 'scenario' only" not in msg
+
+
+def test_reset_unknown_option_key():
+    env = gym.make("kenv/HwrngWait-v0")
+    msg = _error(lambda: env.reset(options={"scenarios": {}}))
+    assert msg.startswith("options.scenarios:") and "'scenario' only" in msg
