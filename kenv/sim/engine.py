@@ -121,9 +121,16 @@ class Engine:
 
     def at(self, time: int, fn: Callable[..., Any], *args: Any) -> Event:
         """Run ``fn(*args)`` at absolute time ``time`` (never in the past)."""
-        if time < self.now:
-            raise SimulationError(f"event time {time} ns is before now ({self.now} ns)")
-        ev = Event(int(time), fn, args)
+        return self._queue(Event(int(time), fn, args))
+
+    def at_on(self, scope: Any, time: int, fn: Callable[..., Any], *args: Any) -> Event:
+        """:meth:`at` for an event that acts on ``scope`` (Event.scope)."""
+        return self._queue(Event(int(time), fn, args, scope))
+
+    def _queue(self, ev: Event) -> Event:
+        """Put ``ev`` in the queue (the head entry or the heap), in (time, sequence) order."""
+        if ev.time < self.now:
+            raise SimulationError(f"event time {ev.time} ns is before now ({self.now} ns)")
         self._seq += 1
         entry = (ev.time, self._seq, ev)
         head = self._head
@@ -138,16 +145,6 @@ class Engine:
             self._head = entry
         else:
             heapq.heappush(self._heap, entry)
-        return ev
-
-    def at_on(self, scope: Any, time: int, fn: Callable[..., Any], *args: Any) -> Event:
-        """:meth:`at` for an event that acts on ``scope`` (Event.scope).  The scope
-        is set after at() has queued the event: nothing reads it before the
-        handler that called at_on() returns.  (Not a keyword of at(): that cost
-        270-380 instructions an event, by callgrind, and every event comes
-        through at().)"""
-        ev = self.at(time, fn, *args)
-        ev.scope = scope
         return ev
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> Event:
