@@ -125,10 +125,11 @@ class QperfSubsystem:
         return now + j * self.step_ns
 
     def _clean_rtt(self, size: int) -> int:
-        if size not in self._clean:
-            self._clean[size] = steady_round_trip(self.plat, preempt=self._preempt, size=size,
-                                                  learned=self._learned, irq_threads=self._irq_threads)
-        return self._clean[size]
+        clean = self._clean.get(size)
+        if clean is None:
+            clean = self._clean[size] = steady_round_trip(self.plat, preempt=self._preempt, size=size,
+                                                          learned=self._learned, irq_threads=self._irq_threads)
+        return clean
 
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
@@ -141,21 +142,21 @@ class QperfSubsystem:
         (st,) = self.wl.run_slice(size, self.wl.engine.now + self.step_ns, clean_rtt, hold=self._next_change(size))
         # the step's receive interrupts on the client's qperf CPU: its round trips
         # times the current message's (fast_pool.irqs is counted in bulk, late)
-        self.last_irqs = int(st.round_trips) * len(self.wl.pairs[0].irq_arrivals())
-        self.last_mixes = self.mixes() - mixes0
+        rts = int(st.round_trips)
+        self.last_irqs = rts * len(self.wl.pairs[0].irq_arrivals())
+        mixes = self.last_mixes = self.mixes() - mixes0
         if not size:    # no traffic: no round trip to measure
             self.last = 0.0
             return {"throughput": 0.0, "latency": 0.0,
-                    "raw": {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": int(st.round_trips),
-                            "mixes": self.mixes() - mixes0}}
+                    "raw": {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": rts,
+                            "mixes": mixes}}
         lat_ns = st.latency_ns
         clean_ns = clean_rtt / 2
         regression = max(0.0, lat_ns / clean_ns - 1.0)
         self.last = min(1.0, regression * 5.0)
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
-                        "round_trips": int(st.round_trips),
-                        "mixes": self.mixes() - mixes0}}
+                        "round_trips": rts, "mixes": mixes}}
 
     def state_observation(self) -> list[float]:
         """The rows of :data:`STATE_ROWS` (``phases=True``): the last step's

@@ -287,9 +287,7 @@ class QperfEndpoint:
     # ---------------------------------------------------------- receive side
     def start_message(self, size: int, t0: int) -> None:
         """The first packet of a message leaves the sender's HCA at ``t0 - wire_latency``."""
-        if size != self._shape_size:   # one size at a time: look the shape up once
-            self._shape_size, self._shape = size, _message_shape(self.nic, size, self.irq_overhead_ns)
-        msg = RxMessage(size, t0, self._shape)
+        msg = RxMessage(size, t0, self.message_shape(size))
         self.rx = msg
         eng = self.k.engine
         if msg.n_irq == 1:
@@ -297,6 +295,13 @@ class QperfEndpoint:
         else:
             eng.at(msg.irq_time(0), self._irq_first)
             eng.at(msg.irq_time(msg.n_irq - 1), self._irq_last)
+
+    def message_shape(self, size: int) -> tuple:
+        """:func:`_message_shape` of a ``size``-byte message arriving here (one
+        size at a time: looked up once per size)."""
+        if size != self._shape_size:
+            self._shape_size, self._shape = size, _message_shape(self.nic, size, self.irq_overhead_ns)
+        return self._shape
 
     def _count_irqs_to(self, idx: int) -> bool:
         """Count interrupts [next_irq, idx) in bulk and interrupt ``idx`` itself."""
@@ -531,7 +536,7 @@ class QperfPair:
 
     def irq_arrivals(self) -> tuple:
         """Offsets of a message's interrupts from its first packet's arrival, at the current size."""
-        return _message_shape(self.wl.nic, self.wl.size, self.client.irq_overhead_ns)[4]
+        return self.client.message_shape(self.wl.size)[4]
 
     def start_run(self, size: int) -> None:
         """qperf starts (again) at ``size``."""
