@@ -283,6 +283,8 @@ class QperfEndpoint:
         host.endpoints[cpu] = self
         host.boot_kworkers(cpu)
         self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
+        #: the runqueue of its CPU (per_cpu(runqueues, cpu))
+        self.rq = self.k.cpus[cpu]
 
     # ---------------------------------------------------------- receive side
     def start_message(self, size: int, t0: int) -> None:

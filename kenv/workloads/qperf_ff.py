@@ -321,14 +321,6 @@ def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_thre
     return nic, stack, costs, hz, preempt, nr_cpus, bool(irq_threads)
 
 
-def _cpu_of(ep):
-    """What an endpoint's fast-forward events act on (Event.scope): its CPU.
-    (A jump's end acts on both hosts; the client's CPU stands for it: the
-    server's is another machine's, and kenv.kernel.observe.SkipFence catches
-    a touch of a CPU whose stretch is being skipped.)"""
-    return ep.k.cpus[ep.cpu]
-
-
 def _deltas(before: tuple, after: tuple) -> tuple:
     """Per host, ``after - before`` of two :meth:`QperfFastForward.state` values."""
     return tuple(SchedCounters(*(b - a for a, b in zip(s0, s1))) for s0, s1 in zip(before, after))
@@ -410,7 +402,7 @@ class QperfFastForward:
         out = []
         for ep in (self.client, self.server):
             t = ep.task
-            rq = ep.k.cpus[ep.cpu]
+            rq = ep.rq
             th = ep.irq_thread
             irq = (0, 0, 0) if th is None else (th.task.sum_exec_runtime, th.task.nvcsw, th.runs)
             out.append((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, rq.nr_switches,
@@ -435,7 +427,7 @@ class QperfFastForward:
         anything else does."""
         owed = []
         for ep in (self.client, self.server):
-            rq = ep.k.cpus[ep.cpu]
+            rq = ep.rq
             if rq.cfs_queue or rq.rt_queue:
                 return None
             if ep.rx is not None or ep.sock_avail:
@@ -527,7 +519,7 @@ class QperfFastForward:
             self._logging_from = t
             self._busy_logs = []
             for ep in (self.client, self.server):
-                rq = ep.k.cpus[ep.cpu]
+                rq = ep.rq
                 log = BusyLog(t if rq.curr is not None else None)
                 rq.attach(log)
                 self._busy_logs.append(log)
@@ -536,7 +528,7 @@ class QperfFastForward:
     def _stop_busy_log(self) -> None:
         if self._busy_logs is not None:
             for ep, log in zip((self.client, self.server), self._busy_logs):
-                ep.k.cpus[ep.cpu].detach(log)
+                ep.rq.detach(log)
             self._busy_logs = None
 
     def _cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
@@ -750,7 +742,7 @@ class QperfFastForward:
         if w.state != TASK_SLEEPING:
             return None
         k = ep.k
-        min_vr = k.cpus[ep.cpu].min_vruntime + round_trip * deltas.min_vruntime
+        min_vr = ep.rq.min_vruntime + round_trip * deltas.min_vruntime
         floor = min_vr - k.sysctl_sched_latency // 2
         if w.vruntime <= floor + run.place:
             return w, floor + run.place + run.run
@@ -925,7 +917,7 @@ class QperfFastForward:
         dirq = self.steady.irqs
         js, starts = [], []
         for i, ep, j in wq:
-            start = self._trigger_start(ep, ep.k.cpus[ep.cpu].min_vruntime)
+            start = self._trigger_start(ep, ep.rq.min_vruntime)
             if start is None:
                 return
             js.append(j if j < dirq[i] else None)
@@ -1324,6 +1316,10 @@ class QperfFastForward:
         if tick is not None:
             self.stats.tick_replays += 1
         self.stats.tail_rts += tail
+        # the events of the jump act on the CPU of their endpoint (Event.scope);
+        # its end acts on both hosts, the client's CPU stands for it: the
+        # server's is another machine's, and kenv.kernel.observe.SkipFence
+        # catches a touch of a CPU whose stretch is being skipped
         counted = {}
         for tr in plan.timer_triggers:
             ep, j, t_trig = tr.ep, tr.index, tr.t_trigger
@@ -1337,9 +1333,9 @@ class QperfFastForward:
                 t_mix = ep.k.tick_time(bucket)
                 if (plan.mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
                         and (engine.until is None or t_mix <= engine.until)):
-                    engine.at_on(_cpu_of(ep), t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
+                    engine.at_on(ep.rq, t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
                 else:
-                    engine.at_on(_cpu_of(ep), t_trig, self._jump_trigger, ep, j, tr.t_before)
+                    engine.at_on(ep.rq, t_trig, self._jump_trigger, ep, j, tr.t_before)
                 counted[ep] = j + 1
         if trig is not None:
             until = engine.until
@@ -1347,16 +1343,16 @@ class QperfFastForward:
                 run = trig.record.kworkers[wt.host]
                 if until is None or wt.t_mix <= until:
                     # one event for both, nothing looking at the pool in between
-                    engine.at_on(_cpu_of(wt.ep), wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
+                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
                                  wt.t_trigger, run, wt.kworker, wt.vruntime_end)
                 else:
-                    engine.at_on(_cpu_of(wt.ep), wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
-                    engine.at_on(_cpu_of(wt.ep), wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
+                    engine.at_on(wt.ep.rq, wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
+                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
                                  wt.vruntime_end, wt.t_trigger)
                 counted[wt.ep] = wt.index + 1
         self._jump_counted = counted
         self._jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at_on(_cpu_of(self.client), t_resume - costs.wakeup_ns - costs.context_switch_ns,
+        engine.at_on(self.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
                      self._jump_end, jump)
         recorder = engine.recorder
         if recorder is not None:
@@ -1369,7 +1365,7 @@ class QperfFastForward:
         # steady round trips would have left
         mv = self._min_vr_after_jump
         if mv is not None:
-            self.client.k.cpus[pair.cpu].min_vruntime = mv
+            self.client.rq.min_vruntime = mv
             self._min_vr_after_jump = None
 
     def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int, jiffies: int | None = None) -> None:
@@ -1451,7 +1447,7 @@ class QperfFastForward:
                     ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
                 ep.last_irq_t = last
             task = ep.task
-            rq = ep.k.cpus[ep.cpu]
+            rq = ep.rq
             # k - 1 round trips of the record, then the last of the k: the
             # record's again, or the trigger round trip's; the refill round trip
             # after it; and the tail's
@@ -1481,7 +1477,7 @@ class QperfFastForward:
                 self._pay_refills(ep)
             ep.msgs_received += rts
         cl = self.client
-        crq = cl.k.cpus[cl.cpu]
+        crq = cl.rq
         # the jump's own BLOCK and switch-in are not round trips
         cl.task.nvcsw -= 1
         crq.nr_switches -= 1
