@@ -121,10 +121,6 @@ class SchedCounters(NamedTuple):
     irq_runs: int = 0
 
 
-#: a host's deltas when there is no such round trip
-NO_DELTAS = SchedCounters(0, 0, 0, 0, 0, 0, 0)
-
-
 class RoundTrip(NamedTuple):
     """A round trip learned (steady or refill), per host (client, server) where a pair."""
     rtt: int
@@ -324,6 +320,25 @@ def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_thre
 def _deltas(before: tuple, after: tuple) -> tuple:
     """Per host, ``after - before`` of two :meth:`QperfFastForward.state` values."""
     return tuple(SchedCounters(*(b - a for a, b in zip(s0, s1))) for s0, s1 in zip(before, after))
+
+
+def _add_round_trips(ep: "QperfEndpoint", d: SchedCounters, times: int) -> None:
+    """Add ``times`` round trips of one host's deltas ``d`` to ``ep``'s qperf
+    task, runqueue and interrupt thread."""
+    vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime, irq_exec, irq_nvcsw, irq_runs = d
+    task, rq = ep.task, ep.rq
+    task.vruntime += times * vruntime
+    task.sum_exec_runtime += times * exec_ns
+    task.nvcsw += times * nvcsw
+    task.nivcsw += times * nivcsw
+    rq.nr_switches += times * switches
+    rq.busy_ns += times * busy_ns
+    rq.min_vruntime += times * min_vruntime
+    th = ep.irq_thread
+    if th is not None:
+        th.task.sum_exec_runtime += times * irq_exec
+        th.task.nvcsw += times * irq_nvcsw
+        th.runs += times * irq_runs
 
 
 class QperfFastForward:
@@ -1427,6 +1442,18 @@ class QperfFastForward:
             t_tail = t_last + rec.rtt + (tick.delay if tick is not None else 0)
         rts = k + (after is not None) + tail
         steady = self.steady     # the tail's
+        # the round trips' deltas, as (record, how many): k - 1 of the record,
+        # then the last of the k -- the record's again (with a busy tick too:
+        # it only delays), or the trigger round trip's; the refill round trip
+        # after it; and the tail's steady ones (with the record's, if steady)
+        n_rec = k - (trig is not None) + (tail if rec is steady else 0)
+        parts = [(rec, n_rec)] if n_rec else []
+        if trig is not None:
+            parts.append((tr, 1))
+        if after is not None:
+            parts.append((after, 1))
+        if tail and rec is not steady:
+            parts.append((steady, tail))
         for i, ep in enumerate((self.client, self.server)):
             n = rec.irqs[i]
             if refill:
@@ -1446,27 +1473,8 @@ class QperfFastForward:
                 if left:
                     ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
                 ep.last_irq_t = last
-            task = ep.task
-            rq = ep.rq
-            # k - 1 round trips of the record, then the last of the k: the
-            # record's again, or the trigger round trip's; the refill round trip
-            # after it; and the tail's
-            d = rec.deltas[i]
-            td = d if trig is None else tr.deltas[i]
-            ad = NO_DELTAS if after is None else after.deltas[i]
-            sd = steady.deltas[i]
-            task.vruntime += (k - 1) * d[0] + td[0] + ad[0] + tail * sd[0]
-            task.sum_exec_runtime += (k - 1) * d[1] + td[1] + ad[1] + tail * sd[1]
-            task.nvcsw += (k - 1) * d[2] + td[2] + ad[2] + tail * sd[2]
-            task.nivcsw += (k - 1) * d[3] + td[3] + ad[3] + tail * sd[3]
-            rq.nr_switches += (k - 1) * d[4] + td[4] + ad[4] + tail * sd[4]
-            rq.busy_ns += (k - 1) * d[5] + td[5] + ad[5] + tail * sd[5]
-            rq.min_vruntime += (k - 1) * d[6] + td[6] + ad[6] + tail * sd[6]
-            th = ep.irq_thread
-            if th is not None:
-                th.task.sum_exec_runtime += (k - 1) * d[7] + td[7] + ad[7] + tail * sd[7]
-                th.task.nvcsw += (k - 1) * d[8] + td[8] + ad[8] + tail * sd[8]
-                th.runs += (k - 1) * d[9] + td[9] + ad[9] + tail * sd[9]
+            for r, times in parts:
+                _add_round_trips(ep, r.deltas[i], times)
             if trig is not None:
                 # what the trigger round trip paid and left owed (its mix's own
                 # hook set both refills and counted itself)
