@@ -353,8 +353,10 @@ class QperfFastForward:
         self.prev: Snapshot | None = None
         self.steady: RoundTrip | None = None
         self.steady_size: int | None = None  # the message size ``steady`` was measured at
+        #: per endpoint, the offsets from the steady round trip's start of its
+        #: interrupts (_set_steady), or None
+        self.steady_offsets: tuple = (None, None)
         self._min_vr_after_jump: int | None = None
-        self._offsets: tuple = (None, None)   # (steady, per endpoint interrupt offsets)
         # the busy stretches of each host's CPU in the steady round trip (from its
         # start), measured with it; a fast-forward takes in a mix timer that fires
         # while the CPU is idle
@@ -513,7 +515,7 @@ class QperfFastForward:
         if self.steadies.offer(STEADY, rec) is None:
             self._busy_candidate = busy
             return 0
-        self.steady = rec
+        self._set_steady(rec)
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
         self._learned["vr_lag"][STEADY] = self._vr_lag
         # the CPUs' busy stretches, if both measured round trips agree on them too
@@ -579,17 +581,16 @@ class QperfFastForward:
         plan.near_end = True
         return True
 
-    def _irq_offsets(self, host: int) -> list[int] | None:
+    def _set_steady(self, rec: RoundTrip | None) -> None:
+        """The steady round trip is ``rec`` (None: not measured at this size),
+        and its interrupts' offsets (steady_offsets) are worked out once."""
+        self.steady = rec
+        self.steady_offsets = (None, None) if rec is None else (self._irq_offsets_of(0), self._irq_offsets_of(1))
+
+    def _irq_offsets_of(self, host: int) -> list[int] | None:
         """Offsets from the round trip's start of endpoint ``host``'s interrupts in a
         steady round trip (the last one measured, the others from the message's
         NAPI batches), or None if they do not match the message's."""
-        cache = self._offsets
-        if cache[0] is self.steady:
-            return cache[1][host]
-        self._offsets = (self.steady, [self._irq_offsets_of(0), self._irq_offsets_of(1)])
-        return self._offsets[1][host]
-
-    def _irq_offsets_of(self, host: int) -> list[int] | None:
         n, off_last = self.steady.irqs[host], self.steady.last_irq[host]
         at = self.pair.irq_arrivals()
         if n != len(at):
@@ -643,7 +644,7 @@ class QperfFastForward:
             if fp.count & MIX_INFLIGHT:
                 continue
             replays = ("none",) if self.threaded else ("timer", "none")
-            offsets = self._irq_offsets(i) if rnd.deferral in replays else None
+            offsets = self.steady_offsets[i] if rnd.deferral in replays else None
             if offsets is None:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
@@ -707,7 +708,7 @@ class QperfFastForward:
             if x is not None:
                 # the interrupts after the mix in its round trip, and all of those after it
                 mh, oh = divmod(x - t, rtt)
-                count = n - bisect.bisect_right(self._irq_offsets(h), oh) + (k - 1 - mh) * n
+                count = n - bisect.bisect_right(self.steady_offsets[h], oh) + (k - 1 - mh) * n
                 pools.append((count, ep.k.jiffies_at(x)))
             elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self.plan.timer_triggers):
                 return 0
@@ -839,7 +840,7 @@ class QperfFastForward:
                 if t_m + rec.last_irq[i] >= t_hz:       # its last interrupt in the fast-forward
                     return False
                 continue
-            steady_offs = self._irq_offsets(i)
+            steady_offs = self.steady_offsets[i]
             if steady_offs is None:
                 return False
             shift = rec.last_irq[i] - offs[i]           # the message arrives later in this round trip
@@ -912,7 +913,7 @@ class QperfFastForward:
             else:
                 # the interrupts of the trigger round trip later than its mix (_sync_jump)
                 shift = rec.last_irq[i] - offs[i]
-                count = n - bisect.bisect_right(self._irq_offsets(i), rec.mix_at[i] - shift)
+                count = n - bisect.bisect_right(self.steady_offsets[i], rec.mix_at[i] - shift)
                 last = k.jiffies_at(t_m + rec.mix_at[i])
             if count + n >= ep.host.random.threshold or b + after.last_irq[i] >= k.tick_time(last + k.HZ + 1):
                 return None
@@ -973,7 +974,7 @@ class QperfFastForward:
                 mix_offs.append(None)
                 kw.append(None)
                 continue
-            steady_offs = self._irq_offsets(i)
+            steady_offs = self.steady_offsets[i]
             if (steady_offs is None or fp.mixes != st.mixes + 1 or ep.last_mix is None
                     or ep.last_mix[1] != "kworker"
                     or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
@@ -1003,7 +1004,8 @@ class QperfFastForward:
         self.refills = TwiceAlike(table["refill"])
         self.triggers = TwiceAlike(table["trigger"])
         self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
-        self.steady, self.busy = self.steadies.get(STEADY), table["busy"].get(STEADY)
+        self._set_steady(self.steadies.get(STEADY))
+        self.busy = table["busy"].get(STEADY)
         self._vr_lag = table["vr_lag"].get(STEADY)
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
@@ -1074,7 +1076,7 @@ class QperfFastForward:
             return min(k, m - 1)
         if m >= k:
             return k
-        offsets = self._irq_offsets(host)
+        offsets = self.steady_offsets[host]
         if offsets is None:
             return min(k, m)
         if o in offsets:
@@ -1261,7 +1263,7 @@ class QperfFastForward:
             raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
         i = 0 if ep is self.client else 1
         rtt, n, off_last = rec.rtt, rec.irqs[i], rec.last_irq[i]
-        offsets = self._irq_offsets(i)
+        offsets = self.steady_offsets[i]
         now = ep.k.now
         m, o = divmod(now - t, rtt)
         shift = 0
