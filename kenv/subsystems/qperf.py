@@ -81,8 +81,8 @@ class QperfSubsystem:
         self.step_no = 0
         self._preempt, self._learned, self._irq_threads = preempt, learned, irq_threads
         self._clean = {self.size: self.clean_rtt_ns}   # the latency reference of each size
-        #: the last step's interrupts on the client's qperf CPU and mixes (state_observation)
-        self.last_irqs = self.last_mixes = 0
+        #: the last step's round trips and fast-pool mixes (state_observation)
+        self.last_round_trips = self.last_mixes = 0
 
     def config_features(self) -> list[float]:
         """The observation entries an episode never changes: log2(msg_size / 4 KiB) / 8,
@@ -140,10 +140,7 @@ class QperfSubsystem:
         clean_rtt = self._clean_rtt(size) if size else 0
         # qperf runs on across steps; a step is the next step_ns of it
         (st,) = self.wl.run_slice(size, self.wl.engine.now + self.step_ns, clean_rtt, hold=self._next_change(size))
-        # the step's receive interrupts on the client's qperf CPU: its round trips
-        # times the current message's (fast_pool.irqs is counted in bulk, late)
-        rts = int(st.round_trips)
-        self.last_irqs = rts * len(self.wl.pairs[0].irq_arrivals())
+        rts = self.last_round_trips = int(st.round_trips)
         mixes = self.last_mixes = self.mixes() - mixes0
         if not size:    # no traffic: no round trip to measure
             self.last = 0.0
@@ -157,6 +154,14 @@ class QperfSubsystem:
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
                         "round_trips": rts, "mixes": mixes}}
+
+    @property
+    def last_irqs(self) -> int:
+        """The last step's receive interrupts on the client's qperf CPU: its
+        round trips times the current message's (fast_pool.irqs is counted in
+        bulk, late); worked out only when asked for (state_observation)."""
+        rts = self.last_round_trips
+        return rts * len(self.wl.pairs[0].irq_arrivals()) if rts else 0
 
     def state_observation(self) -> list[float]:
         """The rows of :data:`STATE_ROWS` (``phases=True``): the last step's
