@@ -248,16 +248,18 @@ class Plan:
     trigger round trip (``trigger``) or the steady one with a busy tick
     (``tick``), then ``tail`` steady round trips."""
     record: RoundTrip
-    trigger: TriggerPlan | None = None
-    tick: BusyTick | None = None
-    tail: int = 0
-    timer_triggers: list = field(default_factory=list)   # TimerTrigger: interrupts scheduling a timer mix
-    mix_in: dict = field(default_factory=dict)           # host -> the tick of its mix timer in the plan
-    idle_ticks: list = field(default_factory=list)       # mix timers taken in while their CPU is idle
     # may a mix timer's softirq end near a round trip's end (_plan_jump), and did one
     near_end_ok: bool = False
-    near_end: bool = False
-    tick_candidate: TickCheck | None = None   # a busy tick to check in detail (_start_tick_measure)
+    near_end: bool = field(default=False, init=False)
+    # the rest the planners fill in (a plan is made at nearly every boundary:
+    # its constructor takes only the two above)
+    trigger: TriggerPlan | None = field(default=None, init=False)
+    tick: BusyTick | None = field(default=None, init=False)
+    tail: int = field(default=0, init=False)
+    timer_triggers: list = field(default_factory=list, init=False)   # TimerTrigger: interrupts scheduling a timer mix
+    mix_in: dict = field(default_factory=dict, init=False)           # host -> the tick of its mix timer in the plan
+    idle_ticks: list = field(default_factory=list, init=False)       # mix timers taken in while their CPU is idle
+    tick_candidate: TickCheck | None = field(default=None, init=False)   # a busy tick to check (_start_tick_measure)
 
 
 def _new_table() -> dict:
