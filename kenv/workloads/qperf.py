@@ -236,7 +236,7 @@ class QperfHost:
         if ep is not None:
             ep.sync_irqs()
             ff = ep.pair.ff if ep.pair is not None else None
-            if ff is not None and ff.jumping:
+            if ff is not None and ff.jumping is not None:
                 ff.sync_jump(ep)   # a mix timer inside a fast-forward
 
     def _on_mix(self, fp, context: str) -> None:

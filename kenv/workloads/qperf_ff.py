@@ -384,7 +384,8 @@ class QperfFastForward:
         self.ticks: TwiceAlike[RoundTrip] = TwiceAlike({}, refute_on_disagreement=True)
         self._learned: dict = _new_table()   # from the workload's QperfLearned
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
-        self._jumping: Jump | None = None
+        #: the fast-forward in progress (None: none)
+        self.jumping: Jump | None = None
         self._jump_counted: dict = {}
         self._trigger_measuring: tuple | None = None
         self._tick_measuring: TickCheck | None = None
@@ -400,11 +401,6 @@ class QperfFastForward:
         #: moves it, and steady round trips add the same to both only from that
         #: lag on: a fast-forward starts only where it is the steady one's
         self._vr_lag: tuple | None = None
-
-    @property
-    def jumping(self) -> bool:
-        """Is a fast-forward in progress?"""
-        return self._jumping is not None
 
     def start_run(self, size: int) -> None:
         """qperf starts (again) at ``size``: the next boundary is a run's first."""
@@ -1259,7 +1255,7 @@ class QperfFastForward:
     def sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
         that have arrived by now (the rest are counted when it ends)."""
-        jump = self._jumping
+        jump = self.jumping
         t, k, rec, trig = jump.start, jump.k, jump.record, jump.trigger
         if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
             raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
@@ -1370,7 +1366,7 @@ class QperfFastForward:
                                  wt.vruntime_end, wt.t_trigger)
                 counted[wt.ep] = wt.index + 1
         self._jump_counted = counted
-        self._jumping = jump = Jump(t, k, rec, trig, tick, tail)
+        self.jumping = jump = Jump(t, k, rec, trig, tick, tail)
         engine.at_on(self.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
                      self._jump_end, jump)
         recorder = engine.recorder
@@ -1434,7 +1430,7 @@ class QperfFastForward:
         them ends."""
         t, k, rec, trig, tick, tail = jump
         counted = self._jump_counted
-        self._jumping = None
+        self.jumping = None
         refill = rec is not self.steady
         after = None
         t_last = t + (k - 1) * rec.rtt               # the last of the k starts here
