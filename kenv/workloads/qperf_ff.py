@@ -324,23 +324,25 @@ def _deltas(before: tuple, after: tuple) -> tuple:
     return tuple(SchedCounters(*(b - a for a, b in zip(s0, s1))) for s0, s1 in zip(before, after))
 
 
-def _add_round_trips(ep: "QperfEndpoint", d: SchedCounters, times: int) -> None:
-    """Add ``times`` round trips of one host's deltas ``d`` to ``ep``'s qperf
-    task, runqueue and interrupt thread."""
-    vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime, irq_exec, irq_nvcsw, irq_runs = d
-    task, rq = ep.task, ep.rq
-    task.vruntime += times * vruntime
-    task.sum_exec_runtime += times * exec_ns
-    task.nvcsw += times * nvcsw
-    task.nivcsw += times * nivcsw
-    rq.nr_switches += times * switches
-    rq.busy_ns += times * busy_ns
-    rq.min_vruntime += times * min_vruntime
-    th = ep.irq_thread
-    if th is not None:
-        th.task.sum_exec_runtime += times * irq_exec
-        th.task.nvcsw += times * irq_nvcsw
-        th.runs += times * irq_runs
+def _add_round_trips(ep: "QperfEndpoint", host: int, parts: list) -> None:
+    """Add to ``ep``'s qperf task, runqueue and interrupt thread the deltas
+    of host ``host`` (0: client, 1: server) of ``parts``: (record, how many
+    round trips of it)."""
+    task, rq, th = ep.task, ep.rq, ep.irq_thread
+    for rec, times in parts:
+        (vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime,
+         irq_exec, irq_nvcsw, irq_runs) = rec.deltas[host]
+        task.vruntime += times * vruntime
+        task.sum_exec_runtime += times * exec_ns
+        task.nvcsw += times * nvcsw
+        task.nivcsw += times * nivcsw
+        rq.nr_switches += times * switches
+        rq.busy_ns += times * busy_ns
+        rq.min_vruntime += times * min_vruntime
+        if th is not None:
+            th.task.sum_exec_runtime += times * irq_exec
+            th.task.nvcsw += times * irq_nvcsw
+            th.runs += times * irq_runs
 
 
 class QperfFastForward:
@@ -1473,8 +1475,7 @@ class QperfFastForward:
                 if left:
                     ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
                 ep.last_irq_t = last
-            for r, times in parts:
-                _add_round_trips(ep, r.deltas[i], times)
+            _add_round_trips(ep, i, parts)
             if trig is not None:
                 # what the trigger round trip paid and left owed (its mix's own
                 # hook set both refills and counted itself)
