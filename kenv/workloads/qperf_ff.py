@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from operator import sub
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..drivers.random import MIX_INFLIGHT
@@ -321,7 +322,8 @@ def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_thre
 
 def _deltas(before: tuple, after: tuple) -> tuple:
     """Per host, ``after - before`` of two :meth:`QperfFastForward.state` values."""
-    return tuple(SchedCounters(*(b - a for a, b in zip(s0, s1))) for s0, s1 in zip(before, after))
+    (client0, server0), (client1, server1) = before, after
+    return SchedCounters(*map(sub, client1, client0)), SchedCounters(*map(sub, server1, server0))
 
 
 def _add_round_trips(ep: "QperfEndpoint", host: int, parts: list) -> None:
@@ -511,7 +513,7 @@ class QperfFastForward:
             self.steadies.forget(STEADY)     # (two consecutive ones)
             return 0
         rec = RoundTrip(t - prev.t, _deltas(prev.state, snap.state),
-                        tuple(b - a for a, b in zip(prev.irqs, snap.irqs)), self._last_irqs_from(prev.t))
+                        tuple(map(sub, snap.irqs, prev.irqs)), self._last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
             self._busy_candidate = busy
             return 0
@@ -958,7 +960,7 @@ class QperfFastForward:
             return
         offs = self.steady.last_irq
         t0 = snap.t
-        if tuple(b - a for a, b in zip(snap.irqs, self.irqs())) != self.steady.irqs:
+        if tuple(map(sub, self.irqs(), snap.irqs)) != self.steady.irqs:
             return
         toffs = self._last_irqs_from(t0)
         mix_offs, kw = [], []
@@ -1050,7 +1052,7 @@ class QperfFastForward:
         refills = sum(owed[0]) + sum(owed[1])
         if not clean or self.disturbs() - snap.disturb != refills:
             return
-        dirq = tuple(b - a for a, b in zip(snap.irqs, self.irqs()))
+        dirq = tuple(map(sub, self.irqs(), snap.irqs))
         if dirq != self.steady.irqs:
             return
         rec = RoundTrip(t - snap.t, _deltas(snap.state, self.state()), dirq, self._last_irqs_from(snap.t))
@@ -1170,7 +1172,7 @@ class QperfFastForward:
         seen = self.ticks.get(key) or self.ticks.candidate(key)
         if seen is not None:
             delay = seen.rtt - self.steady.rtt
-            shifts = tuple(b - a for a, b in zip(self.steady.last_irq, seen.last_irq))
+            shifts = tuple(map(sub, seen.last_irq, self.steady.last_irq))
         end = offset + cost + (cost if delay is None else delay)
         if not self._near_end_check(end >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
             return None
@@ -1246,7 +1248,7 @@ class QperfFastForward:
             return    # something else happened in it: no verdict
         steady = self.steady
         measured = RoundTrip(t - snap.t, _deltas(snap.state, self.state()),
-                             tuple(b - a for a, b in zip(snap.irqs, self.irqs())), self._last_irqs_from(snap.t))
+                             tuple(map(sub, self.irqs(), snap.irqs)), self._last_irqs_from(snap.t))
         if (measured.deltas != steady.deltas or measured.irqs != steady.irqs
                 or not 0 <= measured.rtt - steady.rtt <= eps[i].host.random.params.mix_ns):
             self.ticks.refute(check.key)
