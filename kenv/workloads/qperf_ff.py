@@ -444,7 +444,8 @@ class QperfFastForward:
         clean -- no rare event pending: nothing but qperf runnable, no refill
         owed, no interrupt left to count, no mix in a kworker pending); None if
         anything else does."""
-        owed = []
+        now = self.wl.engine.now      # (both hosts')
+        owed = ()
         for ep in (self.client, self.server):
             rq = ep.rq
             if rq.cfs_queue or rq.rt_queue:
@@ -454,16 +455,16 @@ class QperfFastForward:
             cur = rq.curr
             if cur is not None and cur is not ep.task:
                 return None
-            if rq.irq_until > ep.k.now:
+            if rq.irq_until > now:
                 return None
-            fp = ep.host.random.fast_pool(ep.cpu)
-            if fp.count & MIX_INFLIGHT and ep.host.random.deferral in ("workqueue", "schedule_work",
-                                                                      "hardirq"):
+            rnd = ep.host.random
+            if rnd.fast_pool(ep.cpu).count & MIX_INFLIGHT and rnd.deferral in ("workqueue", "schedule_work",
+                                                                              "hardirq"):
                 return None
-            owed.append((ep.cold_qperf, ep.cold_netrx))
+            owed += ((ep.cold_qperf, ep.cold_netrx),)
         if not self.server.waiting:
             return None
-        return owed[0], owed[1]
+        return owed
 
     def boundary(self, t: int) -> int:
         """At the top of the client loop: record, and return how many round
