@@ -675,11 +675,11 @@ class QperfTcpLat:
                                   "previous run_slice's hold= (the time of the change)")
             # a new size (0: a pause) from the clients' next round trip on
             self.next_size = size
-            for p in self.pairs:
-                if size and p.paused:
-                    p.client.k.wake_up_process(p.client.task)
+        t_hold = NEVER if hold is None else hold
         for p in self.pairs:
-            p.t_hold = NEVER if hold is None else hold
+            if size and p.paused:    # (none is before the first slice)
+                p.client.k.wake_up_process(p.client.task)
+            p.t_hold = t_hold
         t_from = eng.now
         starts = [_counters(p) for p in self.pairs]
         eng.run(until=until)
