@@ -595,15 +595,16 @@ class QperfTcpLat:
     # the client loop lives here because it needs the pair
     def client_body(self, ep: QperfEndpoint, task: Task) -> TaskBody:
         pair = next(p for p in self.pairs if p.client is ep)
+        eng = self.engine        # (the time: both hosts')
         while True:
             yield BLOCK                      # until run_size() starts us
             size = self.size
-            t0 = ep.k.now
+            t0 = eng.now
             pair.t_first = t0
             pair.start_run(size)
             rts0 = pair.rts
             while True:
-                t = ep.k.now
+                t = eng.now
                 if t >= pair.t_end:
                     break
                 if self.next_size != size and self.continuous:
@@ -614,7 +615,7 @@ class QperfTcpLat:
                             pair.paused = True
                             yield BLOCK          # woken by run_slice
                             pair.paused = False
-                        pair.last_completion = ep.k.now   # (the ping-pong starts again)
+                        pair.last_completion = eng.now   # (the ping-pong starts again)
                     self.size = size = self.next_size
                     pair.start_run(size)
                     continue
@@ -629,8 +630,9 @@ class QperfTcpLat:
                 pair.rts += 1
                 yield Run(ep.stack.user_ns, user=True)
                 if self.continuous:
-                    pair.completed.append((ep.k.now, ep.k.now - t))
-            pair.elapsed = ep.k.now - t0
+                    now = eng.now
+                    pair.completed.append((now, now - t))
+            pair.elapsed = eng.now - t0
             pair.size_rts = pair.rts - rts0
             pair.done = True
 
