@@ -774,18 +774,25 @@ def _credit(pair: "QperfPair", t_from: int, t_to: int) -> tuple[int, int]:
             if end > t_from:
                 count += 1
                 total += dur
-                pair.last_completion = max(pair.last_completion, end)
+                if end > pair.last_completion:
+                    pair.last_completion = end
         else:
             keep.append((end, dur))
     pair.completed = keep
     left = []
     for t0, rtt, k in pair.skipped:
-        lo = min(k, max(0, (t_from - t0) // rtt))
-        hi = min(k, max(0, (t_to - t0) // rtt))
+        # of the k round trips from t0, those completed by t_from and by t_to
+        # (clamped to 0 .. k without min() and max(): this runs every step)
+        lo = (t_from - t0) // rtt
+        lo = 0 if lo < 0 else k if lo > k else lo
+        hi = (t_to - t0) // rtt
+        hi = 0 if hi < 0 else k if hi > k else hi
         if hi > lo:
             count += hi - lo
             total += (hi - lo) * rtt
-            pair.last_completion = max(pair.last_completion, t0 + hi * rtt)
+            end = t0 + hi * rtt
+            if end > pair.last_completion:
+                pair.last_completion = end
         if hi < k:
             left.append((t0, rtt, k))
     pair.skipped = left
