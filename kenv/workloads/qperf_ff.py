@@ -400,6 +400,10 @@ class QperfFastForward:
         #: record); a round trip with a mix trigger, a mix timer (its callback
         #: runs in ksoftirqd/N or ktimers/N), a kworker or a refill runs in detail
         self.threaded = any(ep.irq_thread is not None for ep in (self.client, self.server))
+        #: the deferrals whose mix-scheduling interrupt a fast-forward takes in
+        #: (it only sets MIX_INFLIGHT, and queues a timer; threaded: its
+        #: callback runs in a thread, which no record holds)
+        self._taken_in = ("none",) if self.threaded else ("timer", "none")
         #: threaded: each host's min_vruntime - qperf's vruntime at the steady
         #: round trip's boundary; a CFS thread (ksoftirqd/N, a kworker) that ran
         #: moves it, and steady round trips add the same to both only from that
@@ -429,7 +433,8 @@ class QperfFastForward:
         return tuple(out)
 
     def irqs(self) -> tuple:
-        return tuple(ep.host.random.fast_pool(ep.cpu).irqs for ep in (self.client, self.server))
+        c, s = self.client, self.server
+        return c.host.random.fast_pool(c.cpu).irqs, s.host.random.fast_pool(s.cpu).irqs
 
     def disturbs(self) -> int:
         return self.client.disturb + self.server.disturb
@@ -646,8 +651,7 @@ class QperfFastForward:
                 k = 0 if self.threaded else self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
-            replays = ("none",) if self.threaded else ("timer", "none")
-            offsets = self.steady_offsets[i] if rnd.deferral in replays else None
+            offsets = self.steady_offsets[i] if rnd.deferral in self._taken_in else None
             if offsets is None:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
@@ -1261,7 +1265,7 @@ class QperfFastForward:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
         that have arrived by now (the rest are counted when it ends)."""
         jump = self.jumping
-        t, k, rec, trig = jump.start, jump.k, jump.record, jump.trigger
+        t, k, rec, trig, _, _ = jump
         if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
             raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
         i = 0 if ep is self.client else 1
