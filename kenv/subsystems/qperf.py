@@ -81,8 +81,8 @@ class QperfSubsystem:
         self.step_no = 0
         self._preempt, self._learned, self._irq_threads = preempt, learned, irq_threads
         self._clean = {self.size: self.clean_rtt_ns}   # the latency reference of each size
-        #: the last step's interrupts on the client's qperf CPU and mixes (state_observation)
-        self.last_irqs = self.last_mixes = 0
+        #: the last step's round trips and fast-pool mixes (state_observation)
+        self.last_round_trips = self.last_mixes = 0
 
     def config_features(self) -> list[float]:
         """The observation entries an episode never changes: log2(msg_size / 4 KiB) / 8,
@@ -125,10 +125,11 @@ class QperfSubsystem:
         return now + j * self.step_ns
 
     def _clean_rtt(self, size: int) -> int:
-        if size not in self._clean:
-            self._clean[size] = steady_round_trip(self.plat, preempt=self._preempt, size=size,
-                                                  learned=self._learned, irq_threads=self._irq_threads)
-        return self._clean[size]
+        clean = self._clean.get(size)
+        if clean is None:
+            clean = self._clean[size] = steady_round_trip(self.plat, preempt=self._preempt, size=size,
+                                                          learned=self._learned, irq_threads=self._irq_threads)
+        return clean
 
     def step(self, deferral: str) -> dict:
         for r in self.randoms:
@@ -139,23 +140,28 @@ class QperfSubsystem:
         clean_rtt = self._clean_rtt(size) if size else 0
         # qperf runs on across steps; a step is the next step_ns of it
         (st,) = self.wl.run_slice(size, self.wl.engine.now + self.step_ns, clean_rtt, hold=self._next_change(size))
-        # the step's receive interrupts on the client's qperf CPU: its round trips
-        # times the current message's (fast_pool.irqs is counted in bulk, late)
-        self.last_irqs = int(st.round_trips) * len(self.wl.pairs[0].irq_arrivals())
-        self.last_mixes = self.mixes() - mixes0
+        rts = self.last_round_trips = int(st.round_trips)
+        mixes = self.last_mixes = self.mixes() - mixes0
         if not size:    # no traffic: no round trip to measure
             self.last = 0.0
             return {"throughput": 0.0, "latency": 0.0,
-                    "raw": {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": int(st.round_trips),
-                            "mixes": self.mixes() - mixes0}}
+                    "raw": {"latency_us": NO_VALUE, "clean_latency_us": NO_VALUE, "round_trips": rts,
+                            "mixes": mixes}}
         lat_ns = st.latency_ns
         clean_ns = clean_rtt / 2
         regression = max(0.0, lat_ns / clean_ns - 1.0)
         self.last = min(1.0, regression * 5.0)
         return {"throughput": clean_ns / lat_ns if lat_ns else 0.0, "latency": regression,
                 "raw": {"latency_us": lat_ns / 1e3, "clean_latency_us": clean_ns / 1e3,
-                        "round_trips": int(st.round_trips),
-                        "mixes": self.mixes() - mixes0}}
+                        "round_trips": rts, "mixes": mixes}}
+
+    @property
+    def last_irqs(self) -> int:
+        """The last step's receive interrupts on the client's qperf CPU: its
+        round trips times the current message's (fast_pool.irqs is counted in
+        bulk, late); worked out only when asked for (state_observation)."""
+        rts = self.last_round_trips
+        return rts * len(self.wl.pairs[0].irq_arrivals()) if rts else 0
 
     def state_observation(self) -> list[float]:
         """The rows of :data:`STATE_ROWS` (``phases=True``): the last step's

@@ -73,7 +73,7 @@ import bisect
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -157,19 +157,34 @@ class HostStackParams:
 # one message's interrupts
 # ---------------------------------------------------------------------------
 
+class MessageShape(NamedTuple):
+    """A message's packets and NAPI interrupts at one CPU (:func:`_message_shape`)."""
+    packets: int
+    batch: int            # packets per interrupt (B)
+    n_irq: int
+    mss: int
+    offsets: tuple        # of each interrupt from the first packet's arrival
+    head_bytes: int       # payload of batches 0 .. n_irq - 2: full-MSS packets
+    last_bytes: int       # payload of the last batch: the remainder in its last packet
+    last_packets: int     # packets of the last batch
+
+
 @functools.lru_cache(maxsize=256)
-def _message_shape(nic: NicParams, size: int, overhead_ns: int | None = None) -> tuple:
-    """(packets, packets per interrupt, interrupts, MSS, interrupt offsets) of a
-    ``size``-byte message: interrupt ``j`` (0-based) is taken when batch ``j``
-    is complete, ``min((j + 1) * B, packets) * wire_ns`` after the first
-    packet's arrival would start (``overhead_ns``: NicParams.napi_batch)."""
+def _message_shape(nic: NicParams, size: int, overhead_ns: int | None = None) -> MessageShape:
+    """The shape of a ``size``-byte message: interrupt ``j`` (0-based) is taken
+    when batch ``j`` is complete, ``min((j + 1) * B, packets) * wire_ns``
+    after the first packet's arrival would start (``overhead_ns``:
+    NicParams.napi_batch)."""
     packets = nic.packets(size)
     b = nic.napi_batch(overhead_ns)
     batch = packets if b is None else min(b, packets)
     n_irq = -(-packets // batch)
     wire_ns = nic.wire_ns
     offsets = tuple(int(min((j + 1) * batch, packets) * wire_ns) for j in range(n_irq))
-    return packets, batch, n_irq, nic.mss, offsets
+    head_packets = (n_irq - 1) * batch      # (fewer than packets: the last batch has some)
+    head_bytes = min(size, head_packets * nic.mss)
+    return MessageShape(packets, batch, n_irq, nic.mss, offsets, head_bytes, size - head_bytes,
+                        packets - head_packets)
 
 
 class RxMessage:
@@ -180,28 +195,19 @@ class RxMessage:
     ``t0 + min((j + 1) * B, packets) * wire_ns``.
     """
 
-    __slots__ = ("size", "t0", "batch", "packets", "n_irq", "mss", "offsets", "next_irq",
-                 "trigger_ev")
+    __slots__ = ("size", "t0", "shape", "batch", "packets", "n_irq", "offsets", "next_irq", "trigger_ev")
 
-    def __init__(self, size: int, t0: int, shape: tuple):
+    def __init__(self, size: int, t0: int, shape: MessageShape):
         self.size = size
         self.t0 = t0
-        self.packets, self.batch, self.n_irq, self.mss, self.offsets = shape
+        self.shape = shape
+        self.packets, self.batch, self.n_irq = shape.packets, shape.batch, shape.n_irq
+        self.offsets = shape.offsets
         self.next_irq = 0          # interrupts [0, next_irq) have been counted
         self.trigger_ev = None
 
     def irq_time(self, j: int) -> int:
         return self.t0 + self.offsets[j]
-
-    def batch_packets(self, j: int) -> int:
-        return min((j + 1) * self.batch, self.packets) - j * self.batch
-
-    def bytes_of(self, first: int, last: int) -> int:
-        """Payload bytes in batches ``first..last`` (inclusive): full-MSS
-        packets, the remainder in the last one."""
-        p0 = first * self.batch
-        p1 = min((last + 1) * self.batch, self.packets)
-        return min(self.size, p1 * self.mss) - min(self.size, p0 * self.mss)
 
 
 # ---------------------------------------------------------------------------
@@ -236,7 +242,7 @@ class QperfHost:
         if ep is not None:
             ep.sync_irqs()
             ff = ep.pair.ff if ep.pair is not None else None
-            if ff is not None and ff.jumping:
+            if ff is not None and ff.jumping is not None:
                 ff.sync_jump(ep)   # a mix timer inside a fast-forward
 
     def _on_mix(self, fp, context: str) -> None:
@@ -272,7 +278,7 @@ class QperfEndpoint:
         self.last_mix: tuple | None = None   # (time, context) of the last mix on this CPU
         self.pair: "QperfPair | None" = None
         self._shape_size: int | None = None   # the message size of ``_shape``
-        self._shape: tuple = ()
+        self._shape: MessageShape | None = None
         # an interrupt's CPU time besides its packets (NicParams.napi_batch): on
         # PREEMPT_RT with the threads simulated, the hard part and the switch to
         # irq/N-mlx4-ib0 and back (a middle batch's, charged in the lump)
@@ -283,13 +289,13 @@ class QperfEndpoint:
         host.endpoints[cpu] = self
         host.boot_kworkers(cpu)
         self.task: Task = self.k.kthread_run(self._body, f"qperf-{role}", cpu=cpu)
+        #: the runqueue of its CPU (per_cpu(runqueues, cpu))
+        self.rq = self.k.cpus[cpu]
 
     # ---------------------------------------------------------- receive side
     def start_message(self, size: int, t0: int) -> None:
         """The first packet of a message leaves the sender's HCA at ``t0 - wire_latency``."""
-        if size != self._shape_size:   # one size at a time: look the shape up once
-            self._shape_size, self._shape = size, _message_shape(self.nic, size, self.irq_overhead_ns)
-        msg = RxMessage(size, t0, self._shape)
+        msg = RxMessage(size, t0, self.message_shape(size))
         self.rx = msg
         eng = self.k.engine
         if msg.n_irq == 1:
@@ -297,6 +303,13 @@ class QperfEndpoint:
         else:
             eng.at(msg.irq_time(0), self._irq_first)
             eng.at(msg.irq_time(msg.n_irq - 1), self._irq_last)
+
+    def message_shape(self, size: int) -> MessageShape:
+        """:func:`_message_shape` of a ``size``-byte message arriving here (one
+        size at a time: looked up once per size)."""
+        if size != self._shape_size:
+            self._shape_size, self._shape = size, _message_shape(self.nic, size, self.irq_overhead_ns)
+        return self._shape
 
     def _count_irqs_to(self, idx: int) -> bool:
         """Count interrupts [next_irq, idx) in bulk and interrupt ``idx`` itself."""
@@ -379,7 +392,7 @@ class QperfEndpoint:
         # interrupt is still counted at its own time.
         last = msg.n_irq - 1
         pk = msg.batch * last
-        self._net_rx(self._netrx_cost(pk, last - 1), msg.bytes_of(0, last - 1))
+        self._net_rx(self._netrx_cost(pk, last - 1), msg.shape.head_bytes)
         self._plan_trigger()
 
     def _irq_trigger(self, idx: int) -> None:
@@ -404,7 +417,7 @@ class QperfEndpoint:
             msg.trigger_ev = None
         last = msg.n_irq - 1
         self._count_irqs_to(last)
-        self._net_rx(self._netrx_cost(msg.batch_packets(last)), msg.bytes_of(last, last))
+        self._net_rx(self._netrx_cost(msg.shape.last_packets), msg.shape.last_bytes)
 
     def _net_rx(self, cost_ns: int, nbytes: int) -> None:
         """The NAPI poll that napi_schedule() raised (NET_RX), ``cost_ns`` of CPU,
@@ -531,7 +544,7 @@ class QperfPair:
 
     def irq_arrivals(self) -> tuple:
         """Offsets of a message's interrupts from its first packet's arrival, at the current size."""
-        return _message_shape(self.wl.nic, self.wl.size, self.client.irq_overhead_ns)[4]
+        return self.client.message_shape(self.wl.size).offsets
 
     def start_run(self, size: int) -> None:
         """qperf starts (again) at ``size``."""
@@ -588,15 +601,16 @@ class QperfTcpLat:
     # the client loop lives here because it needs the pair
     def client_body(self, ep: QperfEndpoint, task: Task) -> TaskBody:
         pair = next(p for p in self.pairs if p.client is ep)
+        eng = self.engine        # (the time: both hosts')
         while True:
             yield BLOCK                      # until run_size() starts us
             size = self.size
-            t0 = ep.k.now
+            t0 = eng.now
             pair.t_first = t0
             pair.start_run(size)
             rts0 = pair.rts
             while True:
-                t = ep.k.now
+                t = eng.now
                 if t >= pair.t_end:
                     break
                 if self.next_size != size and self.continuous:
@@ -607,7 +621,7 @@ class QperfTcpLat:
                             pair.paused = True
                             yield BLOCK          # woken by run_slice
                             pair.paused = False
-                        pair.last_completion = ep.k.now   # (the ping-pong starts again)
+                        pair.last_completion = eng.now   # (the ping-pong starts again)
                     self.size = size = self.next_size
                     pair.start_run(size)
                     continue
@@ -622,8 +636,9 @@ class QperfTcpLat:
                 pair.rts += 1
                 yield Run(ep.stack.user_ns, user=True)
                 if self.continuous:
-                    pair.completed.append((ep.k.now, ep.k.now - t))
-            pair.elapsed = ep.k.now - t0
+                    now = eng.now
+                    pair.completed.append((now, now - t))
+            pair.elapsed = eng.now - t0
             pair.size_rts = pair.rts - rts0
             pair.done = True
 
@@ -668,11 +683,11 @@ class QperfTcpLat:
                                   "previous run_slice's hold= (the time of the change)")
             # a new size (0: a pause) from the clients' next round trip on
             self.next_size = size
-            for p in self.pairs:
-                if size and p.paused:
-                    p.client.k.wake_up_process(p.client.task)
+        t_hold = NEVER if hold is None else hold
         for p in self.pairs:
-            p.t_hold = NEVER if hold is None else hold
+            if size and p.paused:    # (none is before the first slice)
+                p.client.k.wake_up_process(p.client.task)
+            p.t_hold = t_hold
         t_from = eng.now
         starts = [_counters(p) for p in self.pairs]
         eng.run(until=until)
@@ -765,18 +780,25 @@ def _credit(pair: "QperfPair", t_from: int, t_to: int) -> tuple[int, int]:
             if end > t_from:
                 count += 1
                 total += dur
-                pair.last_completion = max(pair.last_completion, end)
+                if end > pair.last_completion:
+                    pair.last_completion = end
         else:
             keep.append((end, dur))
     pair.completed = keep
     left = []
     for t0, rtt, k in pair.skipped:
-        lo = min(k, max(0, (t_from - t0) // rtt))
-        hi = min(k, max(0, (t_to - t0) // rtt))
+        # of the k round trips from t0, those completed by t_from and by t_to
+        # (clamped to 0 .. k without min() and max(): this runs every step)
+        lo = (t_from - t0) // rtt
+        lo = 0 if lo < 0 else k if lo > k else lo
+        hi = (t_to - t0) // rtt
+        hi = 0 if hi < 0 else k if hi > k else hi
         if hi > lo:
             count += hi - lo
             total += (hi - lo) * rtt
-            pair.last_completion = max(pair.last_completion, t0 + hi * rtt)
+            end = t0 + hi * rtt
+            if end > pair.last_completion:
+                pair.last_completion = end
         if hi < k:
             left.append((t0, rtt, k))
     pair.skipped = left
@@ -839,7 +861,7 @@ def format_size(n: int) -> str:
 
 
 __all__ = [
-    "HostStackParams", "NicParams", "QperfEndpoint", "QperfHost", "QperfLearned", "QperfPair", "QperfTcpLat",
-    "RxMessage", "SizeStats", "format_size", "irq_randomness_factory", "parse_size", "parse_sizes",
+    "HostStackParams", "MessageShape", "NicParams", "QperfEndpoint", "QperfHost", "QperfLearned", "QperfPair",
+    "QperfTcpLat", "RxMessage", "SizeStats", "format_size", "irq_randomness_factory", "parse_size", "parse_sizes",
     "steady_round_trip",
 ]

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from operator import sub
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..drivers.random import MIX_INFLIGHT
@@ -119,10 +120,6 @@ class SchedCounters(NamedTuple):
     irq_exec: int = 0
     irq_nvcsw: int = 0
     irq_runs: int = 0
-
-
-#: a host's deltas when there is no such round trip
-NO_DELTAS = SchedCounters(0, 0, 0, 0, 0, 0, 0)
 
 
 class RoundTrip(NamedTuple):
@@ -252,16 +249,18 @@ class Plan:
     trigger round trip (``trigger``) or the steady one with a busy tick
     (``tick``), then ``tail`` steady round trips."""
     record: RoundTrip
-    trigger: TriggerPlan | None = None
-    tick: BusyTick | None = None
-    tail: int = 0
-    timer_triggers: list = field(default_factory=list)   # TimerTrigger: interrupts scheduling a timer mix
-    mix_in: dict = field(default_factory=dict)           # host -> the tick of its mix timer in the plan
-    idle_ticks: list = field(default_factory=list)       # mix timers taken in while their CPU is idle
     # may a mix timer's softirq end near a round trip's end (_plan_jump), and did one
     near_end_ok: bool = False
-    near_end: bool = False
-    tick_candidate: TickCheck | None = None   # a busy tick to check in detail (_start_tick_measure)
+    near_end: bool = field(default=False, init=False)
+    # the rest the planners fill in (a plan is made at nearly every boundary:
+    # its constructor takes only the two above)
+    trigger: TriggerPlan | None = field(default=None, init=False)
+    tick: BusyTick | None = field(default=None, init=False)
+    tail: int = field(default=0, init=False)
+    timer_triggers: list = field(default_factory=list, init=False)   # TimerTrigger: interrupts scheduling a timer mix
+    mix_in: dict = field(default_factory=dict, init=False)           # host -> the tick of its mix timer in the plan
+    idle_ticks: list = field(default_factory=list, init=False)       # mix timers taken in while their CPU is idle
+    tick_candidate: TickCheck | None = field(default=None, init=False)   # a busy tick to check (_start_tick_measure)
 
 
 def _new_table() -> dict:
@@ -321,17 +320,31 @@ def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_thre
     return nic, stack, costs, hz, preempt, nr_cpus, bool(irq_threads)
 
 
-def _cpu_of(ep):
-    """What an endpoint's fast-forward events act on (Event.scope): its CPU.
-    (A jump's end acts on both hosts; the client's CPU stands for it: the
-    server's is another machine's, and kenv.kernel.observe.SkipFence catches
-    a touch of a CPU whose stretch is being skipped.)"""
-    return ep.k.cpus[ep.cpu]
-
-
 def _deltas(before: tuple, after: tuple) -> tuple:
     """Per host, ``after - before`` of two :meth:`QperfFastForward.state` values."""
-    return tuple(SchedCounters(*(b - a for a, b in zip(s0, s1))) for s0, s1 in zip(before, after))
+    (client0, server0), (client1, server1) = before, after
+    return SchedCounters(*map(sub, client1, client0)), SchedCounters(*map(sub, server1, server0))
+
+
+def _add_round_trips(ep: "QperfEndpoint", host: int, parts: list) -> None:
+    """Add to ``ep``'s qperf task, runqueue and interrupt thread the deltas
+    of host ``host`` (0: client, 1: server) of ``parts``: (record, how many
+    round trips of it)."""
+    task, rq, th = ep.task, ep.rq, ep.irq_thread
+    for rec, times in parts:
+        (vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime,
+         irq_exec, irq_nvcsw, irq_runs) = rec.deltas[host]
+        task.vruntime += times * vruntime
+        task.sum_exec_runtime += times * exec_ns
+        task.nvcsw += times * nvcsw
+        task.nivcsw += times * nivcsw
+        rq.nr_switches += times * switches
+        rq.busy_ns += times * busy_ns
+        rq.min_vruntime += times * min_vruntime
+        if th is not None:
+            th.task.sum_exec_runtime += times * irq_exec
+            th.task.nvcsw += times * irq_nvcsw
+            th.runs += times * irq_runs
 
 
 class QperfFastForward:
@@ -346,8 +359,10 @@ class QperfFastForward:
         self.prev: Snapshot | None = None
         self.steady: RoundTrip | None = None
         self.steady_size: int | None = None  # the message size ``steady`` was measured at
+        #: per endpoint, the offsets from the steady round trip's start of its
+        #: interrupts (_set_steady), or None
+        self.steady_offsets: tuple = (None, None)
         self._min_vr_after_jump: int | None = None
-        self._offsets: tuple = (None, None)   # (steady, per endpoint interrupt offsets)
         # the busy stretches of each host's CPU in the steady round trip (from its
         # start), measured with it; a fast-forward takes in a mix timer that fires
         # while the CPU is idle
@@ -373,7 +388,8 @@ class QperfFastForward:
         self.ticks: TwiceAlike[RoundTrip] = TwiceAlike({}, refute_on_disagreement=True)
         self._learned: dict = _new_table()   # from the workload's QperfLearned
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
-        self._jumping: Jump | None = None
+        #: the fast-forward in progress (None: none)
+        self.jumping: Jump | None = None
         self._jump_counted: dict = {}
         self._trigger_measuring: tuple | None = None
         self._tick_measuring: TickCheck | None = None
@@ -384,16 +400,15 @@ class QperfFastForward:
         #: record); a round trip with a mix trigger, a mix timer (its callback
         #: runs in ksoftirqd/N or ktimers/N), a kworker or a refill runs in detail
         self.threaded = any(ep.irq_thread is not None for ep in (self.client, self.server))
+        #: the deferrals whose mix-scheduling interrupt a fast-forward takes in
+        #: (it only sets MIX_INFLIGHT, and queues a timer; threaded: its
+        #: callback runs in a thread, which no record holds)
+        self._taken_in = ("none",) if self.threaded else ("timer", "none")
         #: threaded: each host's min_vruntime - qperf's vruntime at the steady
         #: round trip's boundary; a CFS thread (ksoftirqd/N, a kworker) that ran
         #: moves it, and steady round trips add the same to both only from that
         #: lag on: a fast-forward starts only where it is the steady one's
         self._vr_lag: tuple | None = None
-
-    @property
-    def jumping(self) -> bool:
-        """Is a fast-forward in progress?"""
-        return self._jumping is not None
 
     def start_run(self, size: int) -> None:
         """qperf starts (again) at ``size``: the next boundary is a run's first."""
@@ -410,7 +425,7 @@ class QperfFastForward:
         out = []
         for ep in (self.client, self.server):
             t = ep.task
-            rq = ep.k.cpus[ep.cpu]
+            rq = ep.rq
             th = ep.irq_thread
             irq = (0, 0, 0) if th is None else (th.task.sum_exec_runtime, th.task.nvcsw, th.runs)
             out.append((t.vruntime, t.sum_exec_runtime, t.nvcsw, t.nivcsw, rq.nr_switches,
@@ -418,7 +433,8 @@ class QperfFastForward:
         return tuple(out)
 
     def irqs(self) -> tuple:
-        return tuple(ep.host.random.fast_pool(ep.cpu).irqs for ep in (self.client, self.server))
+        c, s = self.client, self.server
+        return c.host.random.fast_pool(c.cpu).irqs, s.host.random.fast_pool(s.cpu).irqs
 
     def disturbs(self) -> int:
         return self.client.disturb + self.server.disturb
@@ -433,9 +449,10 @@ class QperfFastForward:
         clean -- no rare event pending: nothing but qperf runnable, no refill
         owed, no interrupt left to count, no mix in a kworker pending); None if
         anything else does."""
-        owed = []
+        now = self.wl.engine.now      # (both hosts')
+        owed = ()
         for ep in (self.client, self.server):
-            rq = ep.k.cpus[ep.cpu]
+            rq = ep.rq
             if rq.cfs_queue or rq.rt_queue:
                 return None
             if ep.rx is not None or ep.sock_avail:
@@ -443,16 +460,16 @@ class QperfFastForward:
             cur = rq.curr
             if cur is not None and cur is not ep.task:
                 return None
-            if rq.irq_until > ep.k.now:
+            if rq.irq_until > now:
                 return None
-            fp = ep.host.random.fast_pool(ep.cpu)
-            if fp.count & MIX_INFLIGHT and ep.host.random.deferral in ("workqueue", "schedule_work",
-                                                                      "hardirq"):
+            rnd = ep.host.random
+            if rnd.fast_pool(ep.cpu).count & MIX_INFLIGHT and rnd.deferral in ("workqueue", "schedule_work",
+                                                                              "hardirq"):
                 return None
-            owed.append((ep.cold_qperf, ep.cold_netrx))
+            owed += ((ep.cold_qperf, ep.cold_netrx),)
         if not self.server.waiting:
             return None
-        return owed[0], owed[1]
+        return owed
 
     def boundary(self, t: int) -> int:
         """At the top of the client loop: record, and return how many round
@@ -502,11 +519,11 @@ class QperfFastForward:
             self.steadies.forget(STEADY)     # (two consecutive ones)
             return 0
         rec = RoundTrip(t - prev.t, _deltas(prev.state, snap.state),
-                        tuple(b - a for a, b in zip(prev.irqs, snap.irqs)), self._last_irqs_from(prev.t))
+                        tuple(map(sub, snap.irqs, prev.irqs)), self._last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
             self._busy_candidate = busy
             return 0
-        self.steady = rec
+        self._set_steady(rec)
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
         self._learned["vr_lag"][STEADY] = self._vr_lag
         # the CPUs' busy stretches, if both measured round trips agree on them too
@@ -527,7 +544,7 @@ class QperfFastForward:
             self._logging_from = t
             self._busy_logs = []
             for ep in (self.client, self.server):
-                rq = ep.k.cpus[ep.cpu]
+                rq = ep.rq
                 log = BusyLog(t if rq.curr is not None else None)
                 rq.attach(log)
                 self._busy_logs.append(log)
@@ -536,7 +553,7 @@ class QperfFastForward:
     def _stop_busy_log(self) -> None:
         if self._busy_logs is not None:
             for ep, log in zip((self.client, self.server), self._busy_logs):
-                ep.k.cpus[ep.cpu].detach(log)
+                ep.rq.detach(log)
             self._busy_logs = None
 
     def _cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
@@ -572,17 +589,16 @@ class QperfFastForward:
         plan.near_end = True
         return True
 
-    def _irq_offsets(self, host: int) -> list[int] | None:
+    def _set_steady(self, rec: RoundTrip | None) -> None:
+        """The steady round trip is ``rec`` (None: not measured at this size),
+        and its interrupts' offsets (steady_offsets) are worked out once."""
+        self.steady = rec
+        self.steady_offsets = (None, None) if rec is None else (self._irq_offsets_of(0), self._irq_offsets_of(1))
+
+    def _irq_offsets_of(self, host: int) -> list[int] | None:
         """Offsets from the round trip's start of endpoint ``host``'s interrupts in a
         steady round trip (the last one measured, the others from the message's
         NAPI batches), or None if they do not match the message's."""
-        cache = self._offsets
-        if cache[0] is self.steady:
-            return cache[1][host]
-        self._offsets = (self.steady, [self._irq_offsets_of(0), self._irq_offsets_of(1)])
-        return self._offsets[1][host]
-
-    def _irq_offsets_of(self, host: int) -> list[int] | None:
         n, off_last = self.steady.irqs[host], self.steady.last_irq[host]
         at = self.pair.irq_arrivals()
         if n != len(at):
@@ -635,8 +651,7 @@ class QperfFastForward:
                 k = 0 if self.threaded else self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
-            replays = ("none",) if self.threaded else ("timer", "none")
-            offsets = self._irq_offsets(i) if rnd.deferral in replays else None
+            offsets = self.steady_offsets[i] if rnd.deferral in self._taken_in else None
             if offsets is None:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
@@ -700,7 +715,7 @@ class QperfFastForward:
             if x is not None:
                 # the interrupts after the mix in its round trip, and all of those after it
                 mh, oh = divmod(x - t, rtt)
-                count = n - bisect.bisect_right(self._irq_offsets(h), oh) + (k - 1 - mh) * n
+                count = n - bisect.bisect_right(self.steady_offsets[h], oh) + (k - 1 - mh) * n
                 pools.append((count, ep.k.jiffies_at(x)))
             elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self.plan.timer_triggers):
                 return 0
@@ -750,7 +765,7 @@ class QperfFastForward:
         if w.state != TASK_SLEEPING:
             return None
         k = ep.k
-        min_vr = k.cpus[ep.cpu].min_vruntime + round_trip * deltas.min_vruntime
+        min_vr = ep.rq.min_vruntime + round_trip * deltas.min_vruntime
         floor = min_vr - k.sysctl_sched_latency // 2
         if w.vruntime <= floor + run.place:
             return w, floor + run.place + run.run
@@ -832,7 +847,7 @@ class QperfFastForward:
                 if t_m + rec.last_irq[i] >= t_hz:       # its last interrupt in the fast-forward
                     return False
                 continue
-            steady_offs = self._irq_offsets(i)
+            steady_offs = self.steady_offsets[i]
             if steady_offs is None:
                 return False
             shift = rec.last_irq[i] - offs[i]           # the message arrives later in this round trip
@@ -905,7 +920,7 @@ class QperfFastForward:
             else:
                 # the interrupts of the trigger round trip later than its mix (_sync_jump)
                 shift = rec.last_irq[i] - offs[i]
-                count = n - bisect.bisect_right(self._irq_offsets(i), rec.mix_at[i] - shift)
+                count = n - bisect.bisect_right(self.steady_offsets[i], rec.mix_at[i] - shift)
                 last = k.jiffies_at(t_m + rec.mix_at[i])
             if count + n >= ep.host.random.threshold or b + after.last_irq[i] >= k.tick_time(last + k.HZ + 1):
                 return None
@@ -925,7 +940,7 @@ class QperfFastForward:
         dirq = self.steady.irqs
         js, starts = [], []
         for i, ep, j in wq:
-            start = self._trigger_start(ep, ep.k.cpus[ep.cpu].min_vruntime)
+            start = self._trigger_start(ep, ep.rq.min_vruntime)
             if start is None:
                 return
             js.append(j if j < dirq[i] else None)
@@ -950,7 +965,7 @@ class QperfFastForward:
             return
         offs = self.steady.last_irq
         t0 = snap.t
-        if tuple(b - a for a, b in zip(snap.irqs, self.irqs())) != self.steady.irqs:
+        if tuple(map(sub, self.irqs(), snap.irqs)) != self.steady.irqs:
             return
         toffs = self._last_irqs_from(t0)
         mix_offs, kw = [], []
@@ -966,7 +981,7 @@ class QperfFastForward:
                 mix_offs.append(None)
                 kw.append(None)
                 continue
-            steady_offs = self._irq_offsets(i)
+            steady_offs = self.steady_offsets[i]
             if (steady_offs is None or fp.mixes != st.mixes + 1 or ep.last_mix is None
                     or ep.last_mix[1] != "kworker"
                     or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
@@ -996,7 +1011,8 @@ class QperfFastForward:
         self.refills = TwiceAlike(table["refill"])
         self.triggers = TwiceAlike(table["trigger"])
         self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
-        self.steady, self.busy = self.steadies.get(STEADY), table["busy"].get(STEADY)
+        self._set_steady(self.steadies.get(STEADY))
+        self.busy = table["busy"].get(STEADY)
         self._vr_lag = table["vr_lag"].get(STEADY)
 
     def _plan_refill(self, t: int, owed: tuple) -> int:
@@ -1041,7 +1057,7 @@ class QperfFastForward:
         refills = sum(owed[0]) + sum(owed[1])
         if not clean or self.disturbs() - snap.disturb != refills:
             return
-        dirq = tuple(b - a for a, b in zip(snap.irqs, self.irqs()))
+        dirq = tuple(map(sub, self.irqs(), snap.irqs))
         if dirq != self.steady.irqs:
             return
         rec = RoundTrip(t - snap.t, _deltas(snap.state, self.state()), dirq, self._last_irqs_from(snap.t))
@@ -1067,7 +1083,7 @@ class QperfFastForward:
             return min(k, m - 1)
         if m >= k:
             return k
-        offsets = self._irq_offsets(host)
+        offsets = self.steady_offsets[host]
         if offsets is None:
             return min(k, m)
         if o in offsets:
@@ -1161,7 +1177,7 @@ class QperfFastForward:
         seen = self.ticks.get(key) or self.ticks.candidate(key)
         if seen is not None:
             delay = seen.rtt - self.steady.rtt
-            shifts = tuple(b - a for a, b in zip(self.steady.last_irq, seen.last_irq))
+            shifts = tuple(map(sub, seen.last_irq, self.steady.last_irq))
         end = offset + cost + (cost if delay is None else delay)
         if not self._near_end_check(end >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
             return None
@@ -1237,7 +1253,7 @@ class QperfFastForward:
             return    # something else happened in it: no verdict
         steady = self.steady
         measured = RoundTrip(t - snap.t, _deltas(snap.state, self.state()),
-                             tuple(b - a for a, b in zip(snap.irqs, self.irqs())), self._last_irqs_from(snap.t))
+                             tuple(map(sub, self.irqs(), snap.irqs)), self._last_irqs_from(snap.t))
         if (measured.deltas != steady.deltas or measured.irqs != steady.irqs
                 or not 0 <= measured.rtt - steady.rtt <= eps[i].host.random.params.mix_ns):
             self.ticks.refute(check.key)
@@ -1248,13 +1264,13 @@ class QperfFastForward:
     def sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
         that have arrived by now (the rest are counted when it ends)."""
-        jump = self._jumping
-        t, k, rec, trig = jump.start, jump.k, jump.record, jump.trigger
+        jump = self.jumping
+        t, k, rec, trig, _, _ = jump
         if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
             raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
         i = 0 if ep is self.client else 1
         rtt, n, off_last = rec.rtt, rec.irqs[i], rec.last_irq[i]
-        offsets = self._irq_offsets(i)
+        offsets = self.steady_offsets[i]
         now = ep.k.now
         m, o = divmod(now - t, rtt)
         shift = 0
@@ -1324,6 +1340,10 @@ class QperfFastForward:
         if tick is not None:
             self.stats.tick_replays += 1
         self.stats.tail_rts += tail
+        # the events of the jump act on the CPU of their endpoint (Event.scope);
+        # its end acts on both hosts, the client's CPU stands for it: the
+        # server's is another machine's, and kenv.kernel.observe.SkipFence
+        # catches a touch of a CPU whose stretch is being skipped
         counted = {}
         for tr in plan.timer_triggers:
             ep, j, t_trig = tr.ep, tr.index, tr.t_trigger
@@ -1337,9 +1357,9 @@ class QperfFastForward:
                 t_mix = ep.k.tick_time(bucket)
                 if (plan.mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
                         and (engine.until is None or t_mix <= engine.until)):
-                    engine.at_on(_cpu_of(ep), t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
+                    engine.at_on(ep.rq, t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
                 else:
-                    engine.at_on(_cpu_of(ep), t_trig, self._jump_trigger, ep, j, tr.t_before)
+                    engine.at_on(ep.rq, t_trig, self._jump_trigger, ep, j, tr.t_before)
                 counted[ep] = j + 1
         if trig is not None:
             until = engine.until
@@ -1347,16 +1367,16 @@ class QperfFastForward:
                 run = trig.record.kworkers[wt.host]
                 if until is None or wt.t_mix <= until:
                     # one event for both, nothing looking at the pool in between
-                    engine.at_on(_cpu_of(wt.ep), wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
+                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
                                  wt.t_trigger, run, wt.kworker, wt.vruntime_end)
                 else:
-                    engine.at_on(_cpu_of(wt.ep), wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
-                    engine.at_on(_cpu_of(wt.ep), wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
+                    engine.at_on(wt.ep.rq, wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
+                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
                                  wt.vruntime_end, wt.t_trigger)
                 counted[wt.ep] = wt.index + 1
         self._jump_counted = counted
-        self._jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at_on(_cpu_of(self.client), t_resume - costs.wakeup_ns - costs.context_switch_ns,
+        self.jumping = jump = Jump(t, k, rec, trig, tick, tail)
+        engine.at_on(self.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
                      self._jump_end, jump)
         recorder = engine.recorder
         if recorder is not None:
@@ -1369,7 +1389,7 @@ class QperfFastForward:
         # steady round trips would have left
         mv = self._min_vr_after_jump
         if mv is not None:
-            self.client.k.cpus[pair.cpu].min_vruntime = mv
+            self.client.rq.min_vruntime = mv
             self._min_vr_after_jump = None
 
     def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int, jiffies: int | None = None) -> None:
@@ -1419,7 +1439,7 @@ class QperfFastForward:
         them ends."""
         t, k, rec, trig, tick, tail = jump
         counted = self._jump_counted
-        self._jumping = None
+        self.jumping = None
         refill = rec is not self.steady
         after = None
         t_last = t + (k - 1) * rec.rtt               # the last of the k starts here
@@ -1431,6 +1451,18 @@ class QperfFastForward:
             t_tail = t_last + rec.rtt + (tick.delay if tick is not None else 0)
         rts = k + (after is not None) + tail
         steady = self.steady     # the tail's
+        # the round trips' deltas, as (record, how many): k - 1 of the record,
+        # then the last of the k -- the record's again (with a busy tick too:
+        # it only delays), or the trigger round trip's; the refill round trip
+        # after it; and the tail's steady ones (with the record's, if steady)
+        n_rec = k - (trig is not None) + (tail if rec is steady else 0)
+        parts = [(rec, n_rec)] if n_rec else []
+        if trig is not None:
+            parts.append((tr, 1))
+        if after is not None:
+            parts.append((after, 1))
+        if tail and rec is not steady:
+            parts.append((steady, tail))
         for i, ep in enumerate((self.client, self.server)):
             n = rec.irqs[i]
             if refill:
@@ -1450,27 +1482,7 @@ class QperfFastForward:
                 if left:
                     ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
                 ep.last_irq_t = last
-            task = ep.task
-            rq = ep.k.cpus[ep.cpu]
-            # k - 1 round trips of the record, then the last of the k: the
-            # record's again, or the trigger round trip's; the refill round trip
-            # after it; and the tail's
-            d = rec.deltas[i]
-            td = d if trig is None else tr.deltas[i]
-            ad = NO_DELTAS if after is None else after.deltas[i]
-            sd = steady.deltas[i]
-            task.vruntime += (k - 1) * d[0] + td[0] + ad[0] + tail * sd[0]
-            task.sum_exec_runtime += (k - 1) * d[1] + td[1] + ad[1] + tail * sd[1]
-            task.nvcsw += (k - 1) * d[2] + td[2] + ad[2] + tail * sd[2]
-            task.nivcsw += (k - 1) * d[3] + td[3] + ad[3] + tail * sd[3]
-            rq.nr_switches += (k - 1) * d[4] + td[4] + ad[4] + tail * sd[4]
-            rq.busy_ns += (k - 1) * d[5] + td[5] + ad[5] + tail * sd[5]
-            rq.min_vruntime += (k - 1) * d[6] + td[6] + ad[6] + tail * sd[6]
-            th = ep.irq_thread
-            if th is not None:
-                th.task.sum_exec_runtime += (k - 1) * d[7] + td[7] + ad[7] + tail * sd[7]
-                th.task.nvcsw += (k - 1) * d[8] + td[8] + ad[8] + tail * sd[8]
-                th.runs += (k - 1) * d[9] + td[9] + ad[9] + tail * sd[9]
+            _add_round_trips(ep, i, parts)
             if trig is not None:
                 # what the trigger round trip paid and left owed (its mix's own
                 # hook set both refills and counted itself)
@@ -1481,7 +1493,7 @@ class QperfFastForward:
                 self._pay_refills(ep)
             ep.msgs_received += rts
         cl = self.client
-        crq = cl.k.cpus[cl.cpu]
+        crq = cl.rq
         # the jump's own BLOCK and switch-in are not round trips
         cl.task.nvcsw -= 1
         crq.nr_switches -= 1
