@@ -327,7 +327,7 @@ def test_kill_9_leaves_no_process_and_resume_gives_the_uninterrupted_table(tmp_p
 def test_second_run_on_the_same_out_is_refused_and_ctrl_c_exits_130(tmp_path):
     out = str(tmp_path / "rd")
     # a budget it does not reach before the Ctrl-C, however slow the machine
-    long_args = [a if a != "2048" else "16777216" for a in RD_ARGS]
+    long_args = [a if a != "2048" else "65536" for a in RD_ARGS]
     proc = subprocess.Popen(CLI + long_args + ["--out", out, "--workers", "2"], cwd=str(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -357,7 +357,7 @@ def test_second_run_on_the_same_out_is_refused_and_ctrl_c_exits_130(tmp_path):
 @pytest.mark.slow
 def test_train_ctrl_c_exits_130_with_one_line(tmp_path):
     out = str(tmp_path / "run")
-    flags = [f if f != "1024" else "16777216" for f in TRAIN_FLAGS]
+    flags = [f if f != "1024" else "65536" for f in TRAIN_FLAGS]
     proc = subprocess.Popen(CLI + ["train", "--out", out] + flags, cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
