@@ -265,6 +265,14 @@ def _wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: str, timeout: float =
         time.sleep(0.02)
 
 
+def _ctrl_c_reaches_it() -> None:
+    """preexec_fn of a run the test stops with SIGINT: the default disposition, so
+    that Python installs its KeyboardInterrupt handler even when the test run
+    itself ignores SIGINT (a shell starts background jobs so, and children
+    inherit an ignored signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for_file(proc: subprocess.Popen, path: str, timeout: float = 120) -> None:
     t0 = time.monotonic()
     while not os.path.exists(path):
@@ -329,7 +337,8 @@ def test_second_run_on_the_same_out_is_refused_and_ctrl_c_exits_130(tmp_path):
     # a budget it does not reach before the Ctrl-C, however slow the machine
     long_args = [a if a != "2048" else "65536" for a in RD_ARGS]
     proc = subprocess.Popen(CLI + long_args + ["--out", out, "--workers", "2"], cwd=str(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_ctrl_c_reaches_it)
     try:
         _wait_for_file(proc, os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "run.yaml"))  # training
         second = _run(CLI + long_args + ["--out", out], str(tmp_path))
@@ -359,7 +368,7 @@ def test_train_ctrl_c_exits_130_with_one_line(tmp_path):
     out = str(tmp_path / "run")
     flags = [f if f != "1024" else "65536" for f in TRAIN_FLAGS]
     proc = subprocess.Popen(CLI + ["train", "--out", out] + flags, cwd=str(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ctrl_c_reaches_it)
     try:
         _wait_for_checkpoint(proc, os.path.join(out, "checkpoints"))
         os.killpg(proc.pid, signal.SIGINT)
