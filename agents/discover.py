@@ -92,7 +92,7 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -109,7 +109,7 @@ from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
     check_resumable, context_label, env_slug, fingerprint, load_model, load_train_config, make_env, make_out_dir,
-    read_json, remove_stale_tmp, rollout_steps, train, varying_fields, SB3_N_STEPS,
+    read_json, remove_stale_tmp, rollout_steps, steps_to_train, train, varying_fields, SB3_N_STEPS,
 )
 
 DEFAULT_CONFIG = "ppo"
@@ -447,8 +447,7 @@ def whole_rollouts(cfg: TrainConfig, steps: int) -> int:
     is set to it, not left for PPO to overshoot: a ``lin_`` learning-rate schedule counts
     down to 0 at the budget, and past it the rate turns negative (``--steps 64`` on
     HwrngWait-v0 trained one 512-step rollout at -7 x 3e-3, ascending the loss)."""
-    r = rollout_steps(cfg)
-    return -(-steps // r) * r
+    return steps_to_train(replace(cfg, n_timesteps=steps))
 
 
 def train_setup(env_id: str, profile: str, actions: Any, train_seed: int, steps: int | None,

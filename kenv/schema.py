@@ -273,13 +273,6 @@ def check_mix_file(data: Any, label: str) -> MixFile:
 
 # ------------------------------------------------------------ reset options
 
-class ResetOptions(BaseModel):
-    """``reset(options=...)``: ``scenario``, a mapping checked by :func:`check_scenario`."""
-
-    model_config = ConfigDict(extra="forbid")
-    scenario: Mapping[str, Any] | None = None
-
-
 def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]],
                         elsewhere: Mapping[str, str] | None = None) -> dict | None:
     """The scenario override of ``reset(options=...)`` (None: none;
@@ -451,7 +444,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 
 __all__ = [
-    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES", "ResetOptions",
+    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
     "check_fast_forward", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
