@@ -454,7 +454,7 @@ def train_setup(env_id: str, profile: str, actions: Any, train_seed: int, steps:
                 out: str) -> tuple[TrainConfig, TrainArgs]:
     """The training run of one profile: its config and its arguments (``<out>/<profile>/train``)."""
     cfg = load_train_config(DEFAULT_CONFIG, env_id)
-    cfg.env_kwargs = {"actions": actions, "profile": profile}
+    cfg.env_kwargs = {"actions": actions, "profile": profile_file(profile)}   # (one run for ./x.yaml and x.yaml)
     if steps is not None:
         cfg.n_timesteps = whole_rollouts(cfg, int(steps))
     run_dir = os.path.join(out, _profile_slug(profile), "train")
@@ -505,25 +505,41 @@ def check_trainings(env_id: str, profiles: Sequence[str], actions: Any, train_se
 ARGS_FILE = "discover_args.json"
 
 
+def profile_file(profile: str) -> str:
+    """What ``--profile`` resolves to: a YAML file's real path (``configs/x.yaml``,
+    ``./configs/x.yaml`` and its absolute path are one profile; a file before a name,
+    as :func:`kenv.envs.config.load_yaml`), else the name (``all``, ``balanced``)."""
+    return os.path.realpath(profile) if os.path.isfile(profile) else profile
+
+
+def run_args(profile: str, seeds: int) -> dict:
+    """The content of ``ARGS_FILE``: --profile as typed and as resolved, --seeds."""
+    return {"profile": profile, "seeds": seeds, "profile_file": profile_file(profile)}
+
+
 def check_same_run(out: str, profile: str, profiles: Sequence[str], seeds: int) -> None:
     """Refuse, before any work, a rerun into ``out`` with another --profile or --seeds:
     discover.json holds one run's profiles on one set of episodes, so such a rerun would
     replace the summary of the run already there with its own (and --seeds would redo
     every episode).  The run's flags are ``ARGS_FILE``; a directory without it (made
-    before it existed) is judged by its discover.json."""
+    before it existed) is judged by its discover.json.  A profile counts by what it
+    resolves to (:func:`profile_file`), not as typed; the message shows both as typed."""
     doc = read_json(os.path.join(out, ARGS_FILE))
     if isinstance(doc, dict) and "profile" in doc and "seeds" in doc:
         old = {"--profile": doc["profile"], "--seeds": doc["seeds"]}
         new = {"--profile": profile, "--seeds": seeds}
+        # (a file written before "profile_file" existed: its --profile resolved here)
+        same_profile = doc.get("profile_file", profile_file(str(doc["profile"]))) == profile_file(profile)
     else:
         doc = read_json(os.path.join(out, "discover.json"))
         if not (isinstance(doc, dict) and isinstance(doc.get("profiles"), list) and "seeds" in doc):
             return
-        old = {"--profile": ", ".join(str(e.get("profile")) for e in doc["profiles"] if isinstance(e, dict)),
-               "--seeds": doc["seeds"]}
+        old_profiles = [str(e.get("profile")) for e in doc["profiles"] if isinstance(e, dict)]
+        old = {"--profile": ", ".join(old_profiles), "--seeds": doc["seeds"]}
         new = {"--profile": ", ".join(profiles), "--seeds": seeds}
-    for flag in ("--profile", "--seeds"):
-        if old[flag] != new[flag]:
+        same_profile = [profile_file(p) for p in old_profiles] == [profile_file(p) for p in profiles]
+    for flag, same in (("--profile", same_profile), ("--seeds", old["--seeds"] == new["--seeds"])):
+        if not same:
             raise ConfigError(flag, new[flag], f"{old[flag]!r}, the {flag} of the run already in --out {out} "
                               f"(its discover.json holds one run; use another --out for another {flag})")
 
@@ -914,7 +930,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
         remove_stale_tmp(out)
         check_same_run(out, profile, profiles, seeds)
         check_trainings(env_id, profiles, acts, train_seed, steps, out)
-        atomic_write_json(os.path.join(out, ARGS_FILE), {"profile": profile, "seeds": seeds})
+        atomic_write_json(os.path.join(out, ARGS_FILE), run_args(profile, seeds))
         static = static_job(env_id, acts, seeds, os.path.join(out, "static.json"))
         log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection episodes "
             f"({static['wall_s']:.1f}s)")

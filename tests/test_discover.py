@@ -264,6 +264,34 @@ def test_a_rerun_with_another_profile_or_seeds_is_refused_before_any_work(tmp_pa
     assert sorted(set(os.listdir(out)) - {".lock"}) == before   # nothing was done
 
 
+def test_a_rerun_with_the_same_profile_file_by_another_path_is_not_refused(tmp_path, monkeypatch):
+    """--profile configs/x.yaml, then ./configs/x.yaml or its absolute path: the same file,
+    the same run.  It used to be refused as another --profile (compared as typed), and
+    its training as made with other flags (the path typed was in the fingerprint).
+    Another file of the same name is still another profile."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "other").mkdir()
+    text = "name: x\nweights: {entropy: 1, throughput: 1, latency: 2, rcu_stall: 5, bug: 10, spin: 1}\n"
+    (tmp_path / "configs" / "x.yaml").write_text(text)
+    (tmp_path / "other" / "x.yaml").write_text(text)
+    out = tmp_path / "d"
+    out.mkdir()
+    same = ["./configs/x.yaml", str(tmp_path / "configs" / "x.yaml"), "configs/../configs/x.yaml"]
+    # the args file of a first run, as written now and as written before it held "profile_file"
+    for first in (dc.run_args("configs/x.yaml", 2), {"profile": "configs/x.yaml", "seeds": 2}):
+        (out / dc.ARGS_FILE).write_text(json.dumps(first))
+        for p in same:
+            dc.check_same_run(str(out), p, [p], 2)
+        with pytest.raises(ConfigError) as e:
+            dc.check_same_run(str(out), "other/x.yaml", ["other/x.yaml"], 2)
+        assert e.value.field == "--profile" and "'configs/x.yaml'" in str(e.value), str(e.value)
+    cfg, targs = dc.train_setup("kenv/HwrngWait-v0", "configs/x.yaml", None, 0, 512, str(out))
+    for p in same:
+        cfg2, targs2 = dc.train_setup("kenv/HwrngWait-v0", p, None, 0, 512, str(out))
+        assert targs2.out == targs.out and dc.fingerprint(cfg2, 0, targs2) == dc.fingerprint(cfg, 0, targs)
+
+
 @pytest.mark.parametrize("env_id,steps,budget", [
     ("kenv/HwrngWait-v0", 1, 512), ("kenv/HwrngWait-v0", 64, 512), ("kenv/HwrngWait-v0", 512, 512),
     ("kenv/HwrngWait-v0", 600, 1024), ("kenv/Kernel-v0", 300, 512), ("kenv/Kernel-v1", 256, 256),
