@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import warnings
 from collections import defaultdict
 
@@ -304,6 +305,23 @@ def test_unwritable_out_is_a_clear_error(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "out: got" in err and "writable directory" in err
     assert os.listdir(tmp_path) == []
+
+
+def test_out_that_is_a_device_or_fifo_is_refused_not_replaced(tmp_path, capsys):
+    """The trace is written to a temporary file renamed over --out: ``--out /dev/null``
+    (run as root) replaced the device node with a regular file.  A path that exists
+    and is not a regular file (here a FIFO, directly and through a symlink) is refused
+    before the run, and is left as it was."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "link").symlink_to(fifo)
+    for bad in (fifo, tmp_path / "link"):
+        with pytest.raises(SystemExit) as ex:
+            main(["trace", "experiment", "hwrng-dd", "--bytes", "100", "--out", str(bad)])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert ex.value.code == 2 and f"out: got {str(bad)!r}" in line and "not a regular file" in line, line
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.path.islink(tmp_path / "link")
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "link"]
 
 
 def test_parse_window():

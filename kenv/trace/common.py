@@ -97,6 +97,9 @@ def check_out_path(path: object) -> str:
     p = os.fspath(path)
     if os.path.isdir(p):
         raise ConfigError("out", p, OUT_ALLOWED + " (this is a directory)")
+    if os.path.exists(p) and not os.path.isfile(p):   # (both follow a symlink: /dev/stdout)
+        raise ConfigError("out", p, OUT_ALLOWED + " (this is a device, a FIFO or a socket, not a regular file: "
+                          "the trace would replace it)")
     d = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(d):
         raise ConfigError("out", p, OUT_ALLOWED + f" ({d} does not exist)")
