@@ -89,6 +89,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import MISSING, asdict, dataclass, field
@@ -349,7 +350,12 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     if note:
         log(note)
     if model is None:
-        model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
+        try:
+            model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
+        except ConfigError:
+            if not existing:   # (a new run the algorithm refuses: a rerun with the config fixed is a new run too)
+                remove_new_run(run_dir)
+            raise
     tb = tensorboard_available()
     suffix = "" if start_steps == 0 else f"_resumed_{start_steps}"
     log_dir = os.path.join(run_dir, "logs")
@@ -395,6 +401,18 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     atomic_write_json(os.path.join(run_dir, "result.json"), result.to_dict())
     # as a rerun would read it back (JSON: e.g. dict keys become strings)
     return TrainResult.from_dict(json.loads(json.dumps(result.to_dict(), default=json_default)))
+
+
+def remove_new_run(run_dir: str) -> None:
+    """Remove what a new run wrote in ``run_dir`` before it failed (run.yaml, monitor/):
+    the directory held nothing but the lock before."""
+    for f in os.listdir(run_dir):
+        if f != LOCK_NAME:
+            p = os.path.join(run_dir, f)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
 
 
 def build_model(cfg: TrainConfig, venv, seed: int, verbose: int = 0):

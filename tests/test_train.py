@@ -236,6 +236,23 @@ def test_values_the_algorithm_rejects_are_config_errors(tmp_path):
     assert "hyperparameters" in str(e.value)
 
 
+def test_a_new_run_the_algorithm_refuses_leaves_its_out_as_it_was(tmp_path):
+    """run.yaml and monitor/ were written before the model was built: after the
+    algorithm refused a value, the rerun with the config fixed into the same --out
+    was refused ("a new or empty directory", then with --resume "another fingerprint")."""
+    bad = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 16, n_steps: 8, batch_size: 1}\n")
+    run = tmp_path / "run"
+    with pytest.raises(ConfigError) as e:
+        tr.train(tr.TrainArgs(config=bad, env="kenv/Raid6Bench-v0", out=str(run)), log=lambda s: None)
+    assert "hyperparameters" in str(e.value)
+    assert set(os.listdir(run)) <= {tr.LOCK_NAME}
+    (tmp_path / "fixed").mkdir()
+    good = _write(tmp_path / "fixed", "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 16, n_steps: 8, batch_size: 8}\n")
+    res = tr.train(tr.TrainArgs(config=good, env="kenv/Raid6Bench-v0", out=str(run), eval_episodes=2),
+                   log=lambda s: None)
+    assert res.steps == 16 and (run / "result.json").exists()
+
+
 @pytest.mark.parametrize("env_id", [i for i in ENV_IDS if isinstance(gym.make(i).action_space, gym.spaces.MultiDiscrete)]
                          or [pytest.param("none", marks=pytest.mark.skip("no MultiDiscrete env registered"))])
 def test_dqn_on_a_multidiscrete_env_is_refused(tmp_path, env_id):
