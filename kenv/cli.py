@@ -179,8 +179,10 @@ def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_old_versions()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     prog = getattr(args, "_prog", parser.prog)   # argparse's prefix for the subcommand: kenv discover
+    if rest:   # (parse_args would say "kenv: error:" for every subcommand)
+        parser.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(rest)}\n")
     try:
         result = args._run(args)
     except ConfigError as e:

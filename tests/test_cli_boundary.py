@@ -191,3 +191,22 @@ def test_kenv_errors_carry_argparses_prefix_for_the_subcommand(kenv_error, argpa
         [line] = capsys.readouterr().err.strip().splitlines()
         lines.append(line)
     assert all(line.startswith(f"{prog}: error: ") for line in lines), lines
+
+
+@pytest.mark.parametrize("argv,prog", [
+    (["bench", "--nope"], "kenv bench"),
+    (["experiment", "hwrng-dd", "--bytes", "100", "extra"], "kenv experiment hwrng-dd"),
+    (["experiment", "raid6-cyclictest", "--load", "-1/5"], "kenv experiment raid6-cyclictest"),
+    (["trace", "env", "--env", "kenv/HwrngWait-v0", "--policy", "patched", "--out", "t.json", "--stepz", "3"],
+     "kenv trace env"),
+    (["discover", "--env", "kenv/HwrngWait-v0", "--nope"], "kenv discover"),
+])
+def test_an_unknown_flag_names_the_subcommand(argv, prog, tmp_path, monkeypatch, capsys):
+    """An unknown flag said ``kenv: error: unrecognized arguments`` (the top-level
+    parser's prefix) where every other error of the subcommand says ``kenv bench: error:``."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and line.startswith(f"{prog}: error: unrecognized arguments: "), line
+    assert argv[-1] in line and os.listdir(tmp_path) == []
