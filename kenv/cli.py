@@ -58,6 +58,15 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=cli_seed, default=0, help="random seed, an integer >= 0 (default 0)")
 
 
+def _no_seed(p: argparse.ArgumentParser, allowed: str) -> None:
+    """Refuse ``--seed`` (every other command's flag) where argparse would take it for an
+    abbreviation of ``--seeds``, a count: ``kenv rediscover --seed 3`` trained seeds 0..2."""
+    def refuse(text: str):
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {allowed}")
+
+    p.add_argument("--seed", type=refuse, help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import add_experiment_parsers
 
@@ -107,11 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser("rediscover", help="train on every env and check that the agent finds the patch")
     _rediscover_module().add_arguments(rd)
     rd.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    _no_seed(rd, "no --seed in kenv rediscover: --seeds N trains the seeds 0..N-1")
     rd.set_defaults(_run=lambda a: _rediscover_module().run_from_args(a))
 
     dc = sub.add_parser("discover", help="search the extended actions: patch, best static and learned "
                         "policy on held-out episodes, and the learned policy as a rule")
     _discover_module().add_arguments(dc)
+    _no_seed(dc, "no --seed in kenv discover: --train-seed S (the training run's seed), --seeds N (episodes)")
     dc.set_defaults(_run=lambda a: _discover_module().run_from_args(a))
 
     from .trace.cli import add_trace_parser

@@ -210,3 +210,18 @@ def test_an_unknown_flag_names_the_subcommand(argv, prog, tmp_path, monkeypatch,
     [line] = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and line.startswith(f"{prog}: error: unrecognized arguments: "), line
     assert argv[-1] in line and os.listdir(tmp_path) == []
+
+
+# (a value refused after parsing after it: without the refusal the run stops there, at once)
+@pytest.mark.parametrize("command", [["rediscover", "--envs", "bogus"],
+                                     ["discover", "--env", "kenv/HwrngWait-v0", "--profile", "bogus"]])
+def test_seed_is_not_taken_for_seeds(command, tmp_path, monkeypatch, capsys):
+    """``--seed`` (the flag of every other command) was argparse's abbreviation of
+    ``--seeds``: ``kenv rediscover --seed 3`` trained seeds 0, 1 and 2, and
+    ``kenv discover --seed 5`` played 5 held-out episodes.  It is refused, naming the flags."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(command[:1] + ["--seed", "3"] + command[1:])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and line.startswith(f"kenv {command[0]}: error: argument --seed: got '3'; "), line
+    assert "--seeds N" in line and os.listdir(tmp_path) == []
