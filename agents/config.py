@@ -29,6 +29,7 @@ import numpy as np
 from kenv.envs.config import load_yaml, packaged_names
 from kenv.envs.registration import check_env_id
 from kenv.errors import ConfigError
+from kenv.schema import yaml_number_hint
 
 #: Zoo keys that kenv train does not implement
 UNSUPPORTED_ZOO_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback", "monitor_kwargs")
@@ -238,14 +239,7 @@ def check_number(where: str, value: Any, integer: bool = False, minimum: float |
     if value is None and required:
         raise ConfigError(where, None, "a number (required)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        hint = ""
-        if isinstance(value, str):
-            try:
-                float(value)
-                hint = f" (YAML reads {value} as a string: write it with a dot, 1.0e-5, or as !!float {value})"
-            except ValueError:
-                pass
-        raise ConfigError(where, value, ("an integer" if integer else "a number") + hint)
+        raise ConfigError(where, value, ("an integer" if integer else "a number") + yaml_number_hint(value))
     if integer:
         if isinstance(value, float) and float(value) != int(value):
             raise ConfigError(where, value, "an integer")
@@ -300,7 +294,8 @@ def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> 
         except ValueError:
             ok = False
         if not ok:
-            raise ConfigError(where, value, "a number or 'lin_<number>' (a linear schedule, as in RL Zoo)")
+            raise ConfigError(where, value, "a number or 'lin_<number>' (a linear schedule, as in RL Zoo)"
+                              + yaml_number_hint(value))
         value = float(tail)
     if ann.startswith("dict"):
         if not isinstance(value, dict):

@@ -128,9 +128,29 @@ class RewardProfileFile(BaseModel):
 _PROFILE_FILE = TypeAdapter(RewardProfileFile)
 
 
+def yaml_number_hint(value: Any) -> str:
+    """What to say of a number YAML read as a string: YAML 1.1 (PyYAML) reads a
+    number with an exponent as a float only with a dot and a signed exponent
+    (``1e3``, ``1.0e3`` and ``3e-4`` are strings; ``1.0e+3`` and ``3.0e-4`` floats)."""
+    try:
+        ok = isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        ok = False
+    mant, e, exp = value.strip().lower().partition("e") if ok else ("", "", "")
+    if not e:
+        return ""
+    mant = mant if "." in mant else mant + ".0"
+    exp = exp if exp[:1] in ("+", "-") else "+" + exp
+    return f" (YAML reads {value} as a string: write {mant}e{exp}, with a dot and a signed exponent, " \
+           f"or !!float {value})"
+
+
 def check_profile_file(data: Any, label: str) -> RewardProfileFile:
-    return validate(_PROFILE_FILE, data, label,
-                    "name, description, and weights: {" + ", ".join(_COMPONENTS) + "}; " + WEIGHT_ALLOWED)
+    try:
+        return validate(_PROFILE_FILE, data, label,
+                        "name, description, and weights: {" + ", ".join(_COMPONENTS) + "}; " + WEIGHT_ALLOWED)
+    except ConfigError as e:
+        raise ConfigError(e.field, e.value, e.allowed + yaml_number_hint(e.value)) from None
 
 
 # ---------------------------------------------------------------- scenarios
@@ -227,7 +247,7 @@ def _check_weights(value: Mapping, allowed: Mapping[str, Sequence[Any]], field: 
                 _WEIGHT.validate_python(w)
             except ValidationError:
                 raise ConfigError(f"{field}.{k}.{c}", w, f"a weight: {WEIGHT_ALLOWED} "
-                                  "(weights must be >= 0 and not all zero)") from None
+                                  "(weights must be >= 0 and not all zero)" + yaml_number_hint(w)) from None
         if dist and not sum(dist.values()) > 0:
             raise ConfigError(f"{field}.{k}", dict(dist), "weights that are not all zero "
                               "(each >= 0; at least one > 0)")

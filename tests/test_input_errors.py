@@ -48,6 +48,19 @@ def test_negative_weight_in_a_yaml_mix(tmp_path):
     assert "load_phases.stops: got -2" in msg and ">= 0" in msg
 
 
+@pytest.mark.parametrize("kind", ["scenario", "profile"])
+def test_a_yaml_exponent_read_as_a_string_says_how_to_write_it(tmp_path, kind):
+    """``1e3`` is a string in YAML 1.1 (a float needs a dot and a signed exponent):
+    the error said "got '1e3'; allowed: a finite number", which 1e3 looks like."""
+    p = tmp_path / f"{kind}.yaml"
+    p.write_text("mix:\n  load_phases: {onoff: 1e3, stops: 1}\n" if kind == "scenario" else
+                 "weights: {entropy: 1, throughput: 1, latency: 1e3, rcu_stall: 5, bug: 10, spin: 1}\n")
+    msg = _error(lambda: gym.make("kenv/Raid6Bench-v2", **{kind: str(p)}))
+    assert "got '1e3'" in msg and "write 1.0e+3" in msg and "!!float 1e3" in msg, msg
+    p.write_text(p.read_text().replace("1e3", "1.0e+3"))   # (as the message says: accepted)
+    gym.make("kenv/Raid6Bench-v2", **{kind: str(p)}).close()
+
+
 def test_bad_choice_in_a_weighted_mix_still_names_the_choices():
     msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 1, "often": 2}}))
     assert "often" in msg and "'sweep'" in msg

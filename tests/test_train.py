@@ -217,6 +217,8 @@ def test_malformed_yaml_names_the_file(tmp_path, text, where):
      "nn.<X>"),
     ("{n_timesteps: 1000, policy_kwargs: {activation_fn: os.system}}", "policy_kwargs", "nn.<X>"),
     ("{n_timesteps: 1e400}", "n_timesteps", "integer"),
+    ("{n_timesteps: 1000, learning_rate: 3e-4}", "learning_rate", "write 3.0e-4"),
+    ("{n_timesteps: 1000, gamma: 1e0}", "gamma", "write 1.0e+0"),
     ("{n_timesteps: 1000, n_envs: 100000000000}", "n_envs", "1024"),
     ("{n_timesteps: 1000, env_kwargs: [1, 2]}", "env_kwargs", "mapping"),
     ("[1, 2]", "kenv/Raid6Bench-v0", "mapping"),
