@@ -99,7 +99,7 @@ from .files import (
 )
 from .policy import EVAL_SEED, SUMMARY_SEED, ModelPolicy, action_key, context_label, load_model, policy_summary, \
     varying_fields
-from .train import TrainArgs, fingerprint, rollout_steps, steps_to_train, train
+from .train import TrainArgs, TrainConfig, check_resumable, fingerprint, rollout_steps, steps_to_train, train
 
 DEFAULT_CONFIG = "ppo"
 DEFAULT_OUT = os.path.join("runs", "rediscover")
@@ -334,19 +334,42 @@ def learned_choices(env, learned: Policy, summary: list[dict] | None = None) -> 
     return summary
 
 
+def seed_setup(env_id: str, seed: int, config: str, algo: str | None, out: str,
+               n_timesteps: int | None = None) -> tuple[TrainConfig, TrainArgs]:
+    """The training run of one (env, seed): its config and arguments (``<out>/<env>/seed_<seed>``)."""
+    cfg = load_train_config(config, env_id, algo)
+    if n_timesteps is not None:
+        cfg.n_timesteps = int(n_timesteps)
+    run_dir = os.path.join(out, env_slug(env_id), f"seed_{seed}")
+    return cfg, TrainArgs(config=config, env=env_id, algo=cfg.algo, seed=seed, out=run_dir, resume=True,
+                          eval_episodes=CURVE_EPISODES, summary_episodes=CHOICE_EPISODES)
+
+
+def check_seed_runs(env_ids: Sequence[str], seed_list: Sequence[int], config: str, algo: str | None, out: str,
+                    n_timesteps: int | None) -> None:
+    """Refuse, before any work, a rerun whose training runs in ``out`` were made with other
+    flags (train's own refusal, later, named --resume, which rediscover does not have)."""
+    for e in env_ids:
+        for s in seed_list:
+            cfg, targs = seed_setup(e, s, config, algo, out, n_timesteps)
+            try:
+                check_resumable(targs.out, fingerprint(cfg, s, targs))
+            except ConfigError as err:
+                if err.field != "--resume":
+                    raise
+                raise ConfigError("--out", out, "a new directory, or the --config, --algo and --n-timesteps of "
+                                  f"the run already there ({targs.out} was trained with others)") from None
+
+
 def seed_job(env_id: str, seed: int, config: str, algo: str | None, out: str,
              n_timesteps: int | None = None) -> dict:
     """Train (or resume) one seed, then evaluate the saved model (cached in learned.json):
     its return on the evaluation episodes, its choice per context, and per context and
     decision the return of the counterfactual policy with that decision forced to the
     patched value (on the same episodes)."""
-    cfg = load_train_config(config, env_id, algo)
-    if n_timesteps is not None:
-        cfg.n_timesteps = int(n_timesteps)
-    run_dir = os.path.join(out, env_slug(env_id), f"seed_{seed}")
+    cfg, targs = seed_setup(env_id, seed, config, algo, out, n_timesteps)
+    run_dir = targs.out
     path = os.path.join(run_dir, "learned.json")
-    targs = TrainArgs(config=config, env=env_id, algo=cfg.algo, seed=seed, out=run_dir, resume=True,
-                      eval_episodes=CURVE_EPISODES, summary_episodes=CHOICE_EPISODES)
     fp = fingerprint(cfg, seed, targs)
     cached = _cached(path, LEARNED_KEYS, fp)
     if cached is not None:
@@ -703,6 +726,7 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
 def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, workers, plots, n_timesteps, log,
                        t0) -> RediscoverResult:
     remove_stale_tmp(out)  # left by an interrupted run
+    check_seed_runs(env_ids, seed_list, config, algo, out, n_timesteps)
 
     results: dict[tuple, dict] = {}
     tables: dict[str, dict] = {}

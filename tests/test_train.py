@@ -289,6 +289,25 @@ def test_rediscover_bad_input(tmp_path):
     assert e.value.field == "--seeds"
 
 
+def test_rediscover_rerun_with_other_flags_is_refused_before_any_work(tmp_path, capsys):
+    """A rerun into an --out whose training was made with another --n-timesteps (or
+    --config, --algo) failed after the baseline tables, naming --resume, a flag
+    rediscover does not have.  It is refused first, naming --out and those flags."""
+    out = tmp_path / "rd"
+    cfg, targs = rd.seed_setup("kenv/Raid6Bench-v0", 0, "ppo", None, str(out), 64)
+    os.makedirs(targs.out)
+    with open(os.path.join(targs.out, "run.yaml"), "w") as f:   # (JSON is YAML)
+        json.dump({"fingerprint": tr.fingerprint(cfg, 0, targs)}, f)
+    rd.check_seed_runs(["kenv/Raid6Bench-v0"], [0], "ppo", None, str(out), 64)   # the same flags: accepted
+    with pytest.raises(SystemExit) as e:
+        main(["rediscover", "--envs", "kenv/Raid6Bench-v0", "--n-timesteps", "128", "--out", str(out),
+              "--workers", "1", "--no-plots"])
+    [line] = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert e.value.code == 2 and line.startswith(f"kenv rediscover: error: --out: got '{out}'"), line
+    assert "--n-timesteps" in line and "--resume" not in line, line
+    assert sorted(os.listdir(out)) == [".lock", "kenv_Raid6Bench-v0"]   # no baseline table was made
+
+
 def test_existing_run_dir_needs_resume(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "something").write_text("x")
