@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Sequence
 
@@ -187,6 +188,18 @@ def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
     return ""
 
 
+def _json_safe(obj: object) -> object:
+    """``obj`` with every NaN or infinity as None: ``--json`` prints JSON (Python's
+    ``NaN``, e.g. the 95% interval of one episode, is not), the keys unchanged."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_old_versions()
     parser = build_parser()
@@ -205,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (train and rediscover say more)
         parser.exit(130, f"{prog}: interrupted\n")
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
+        json.dump(_json_safe(result.to_dict()), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(result.format_text().rstrip("\n") + "\n")

@@ -24,6 +24,20 @@ def test_evaluate_json_keys_and_all_policies(capsys):
         assert set(p["components"]) == {"entropy", "throughput", "latency", "rcu_stall", "bug", "spin"}
 
 
+def test_json_is_json_when_a_figure_is_nan(capsys):
+    """One episode has no 95% interval: --json printed ``"return_ci95": NaN``, which
+    is not JSON (jq, JSON.parse refuse it).  It is null; the keys are unchanged."""
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "patched", "--episodes", "1",
+                 "--json"]) == 0
+    text = capsys.readouterr().out
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    [p] = json.loads(text, parse_constant=refuse)["policies"]
+    assert p["return_ci95"] is None and isinstance(p["return_mean"], float)
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["evaluate", "--env", "kenv/Nope-v0"], "env"),
     (["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "genius"], "policy"),
