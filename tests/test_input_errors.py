@@ -7,6 +7,7 @@ mapping."""
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import kenv  # noqa: F401  (registers the ids)
@@ -107,3 +108,18 @@ def test_reset_unknown_option_key():
     env = gym.make("kenv/HwrngWait-v0")
     msg = _error(lambda: env.reset(options={"scenarios": {}}))
     assert msg.startswith("options.scenarios:") and "'scenario' only" in msg
+
+
+# ------------------------------------------------------------------ actions
+
+@pytest.mark.parametrize("env_id", [i for i, _, _ in ENVS])
+def test_a_bool_is_not_an_action(env_id):
+    """A Discrete env refused ``True``, but a Kernel env took ``[True, 0, 0]`` as
+    ``[1, 0, 0]`` (numpy reads a list of bools and ints as integers)."""
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    n = len(env.action_space.nvec) if isinstance(env.action_space, gym.spaces.MultiDiscrete) else 1
+    for bad in ([True] + [0] * (n - 1), tuple([0] * (n - 1) + [np.True_]), True):
+        msg = _error(lambda: env.step(bad))
+        assert msg.startswith("action: got ") and "allowed: an integer" in msg, msg
+    env.step(env.action_space.sample())   # (the env still steps)

@@ -485,6 +485,8 @@ class KernelEnv(KenvEnv):
                 return idx
         allowed = "an integer array of shape (3,) with entries in " + ", ".join(
             f"0..{len(a) - 1}" for a in self.actions)
+        if isinstance(action, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in action):
+            raise ConfigError("action", action, allowed)   # (numpy reads [True, 0, 0] as integers)
         try:
             v = np.asarray(action)
         except Exception:  # noqa: BLE001 - anything numpy cannot read is a bad action
