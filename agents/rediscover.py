@@ -702,6 +702,7 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
     env_ids = list(envs) if envs else registered_env_ids()
     for e in env_ids:
         check_env_id(e, "--envs")
+    env_ids = list(dict.fromkeys(env_ids))   # (an id given twice is one env: two workers trained one run dir)
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
         raise ConfigError("--seeds", seeds, f"an integer in 1..{MAX_SEEDS}")
     if n_timesteps is not None and (isinstance(n_timesteps, bool) or not isinstance(n_timesteps, int)

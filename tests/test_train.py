@@ -308,6 +308,14 @@ def test_rediscover_rerun_with_other_flags_is_refused_before_any_work(tmp_path, 
     assert sorted(os.listdir(out)) == [".lock", "kenv_Raid6Bench-v0"]   # no baseline table was made
 
 
+def test_rediscover_an_env_id_given_twice_is_one_env(tmp_path, monkeypatch):
+    """--envs X X gave two rows of X, and with two workers both trained X's seed 0 in
+    the same run dir: the second failed on the first's lock, naming its own PID."""
+    monkeypatch.setattr(rd, "_rediscover_locked", lambda env_ids, *a: env_ids)
+    assert rd.rediscover(["kenv/Raid6Bench-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0"],
+                         out=str(tmp_path)) == ["kenv/Raid6Bench-v0", "kenv/HwrngWait-v0"]
+
+
 def test_existing_run_dir_needs_resume(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "something").write_text("x")
