@@ -545,7 +545,7 @@ MIN_MATCHED: dict[str, tuple[int, str]] = {
                           "those steps) delays nothing and makes READY 1 ms sooner (+0.05 of the return over "
                           "the patch, every context), so PPO learns it and forcing hwrng_yield gains nothing; "
                           "seed 2 also keeps preempt_disable on ~half the steps of two load=20/50 contexts "
-                          "(Kernel-v0's config; gamma 0.95: 1-2/5, gae_lambda 0.8: 3/5)"),
+                          "(Kernel-v0's config; seeds 0..9 6/10; gamma 0.95: 1-2/5, gae_lambda 0.8: 3/5)"),
     "kenv/Kernel-v2": (2, "with gae_lambda 0.8 (configs/train/ppo.yaml; Kernel-v0's 0.95: 0/5) seeds "
                           "0..4 3/5, seeds 0..9 4/10; every miss is the wait's most frequent value only: "
                           "before crng READY with the /dev/hwrng reader idle the wait has no effect (forcing "
