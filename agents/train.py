@@ -377,12 +377,15 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
 
     # ------------------------------------------------------------- the loop
     remaining = cfg.n_timesteps - start_steps
-    if remaining > 0:
-        model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=start_steps == 0,
-                    progress_bar=args.progress_bar)
-    else:
-        callbacks[0].init_callback(model)
-        callbacks[0]._on_training_end()
+    try:
+        if remaining > 0:
+            model.learn(total_timesteps=remaining, callback=CallbackList(callbacks),
+                        reset_num_timesteps=start_steps == 0, progress_bar=args.progress_bar)
+        else:
+            callbacks[0].init_callback(model)
+            callbacks[0]._on_training_end()
+    finally:
+        model.logger.close()   # (its progress.csv and event files: a process that trains again keeps none open)
     wall_s = wall_offset + time.perf_counter() - t0
     save_model_atomic(model, os.path.join(run_dir, "model.zip"))
     model.get_env().close()
