@@ -123,3 +123,31 @@ def test_a_bool_is_not_an_action(env_id):
         msg = _error(lambda: env.step(bad))
         assert msg.startswith("action: got ") and "allowed: an integer" in msg, msg
     env.step(env.action_space.sample())   # (the env still steps)
+
+
+# ------------------------------------------------------------------ a key given twice
+
+@pytest.mark.parametrize("kind, text", [
+    ("reward", "name: x\nweights:\n  entropy: 1.0\n  entropy: 2.0\n"),
+    ("scenarios", "preempt: full\nload: 0\npreempt: rt\n"),
+    ("train", "kenv/Raid6Bench-v0:\n  n_envs: 2\n  gamma: 0.9\n  n_envs: 4\n"),
+])
+def test_a_key_given_twice_is_refused_with_its_lines(tmp_path, kind, text):
+    """PyYAML keeps the last of two equal keys without a word; kenv refuses the file."""
+    from kenv.envs.config import load_yaml
+
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    msg = _error(lambda: load_yaml(kind, str(path)))
+    key = {"reward": "entropy", "scenarios": "preempt", "train": "n_envs"}[kind]
+    assert str(path) in msg and f"the key '{key}' twice" in msg and "each key once" in msg
+
+
+def test_a_key_that_overrides_a_merged_one_is_not_a_repeat(tmp_path):
+    from kenv.envs.config import load_yaml
+
+    path = tmp_path / "x.yaml"
+    path.write_text("default: &d\n  gamma: 0.9\n  n_envs: 2\nkenv/Raid6Bench-v0:\n  <<: *d\n  gamma: 0.5\n"
+                    "kenv/Raid6Bench-v1:\n  <<: *d\n")
+    data, _ = load_yaml("train", str(path))
+    assert data["kenv/Raid6Bench-v0"] == {"gamma": 0.5, "n_envs": 2} and data["kenv/Raid6Bench-v1"]["gamma"] == 0.9

@@ -58,7 +58,7 @@ def load_yaml(kind: str, name_or_path: str | os.PathLike, field: str | None = No
     else:
         raise ConfigError(field, s, "an existing YAML file, or a packaged name: " + ", ".join(names))
     try:
-        data = yaml.safe_load(text)
+        data = _load_unique_keys(text, label)
     except RecursionError:
         raise ConfigError(label, "deeply nested YAML", "YAML nested at most a few hundred levels") from None
     except yaml.YAMLError as e:
@@ -68,3 +68,37 @@ def load_yaml(kind: str, name_or_path: str | os.PathLike, field: str | None = No
     if not isinstance(data, dict):
         raise ConfigError(label, type(data).__name__, "a YAML mapping at the top level")
     return data, label
+
+
+def _load_unique_keys(text: str, label: str):
+    """``yaml.safe_load(text)``, refusing a key given twice in one mapping: PyYAML keeps
+    the last one silently, so a file that sets ``learning_rate`` twice would run with
+    one of them unseen.  The keys are read from the composed nodes, before merge keys
+    (``<<: *default``) are expanded: a key that overrides a merged one is not a repeat."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        _check_unique_keys(node, label, set())
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_unique_keys(node, label: str, seen: set) -> None:
+    if node is None or id(node) in seen:      # (an alias: checked where its anchor is)
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[tuple, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = key.start_mark.line + 1
+                if (key.tag, key.value) in lines:
+                    raise ConfigError(label, f"the key {key.value!r} twice (lines {lines[key.tag, key.value]} and "
+                                      f"{line})", "each key once in a mapping (YAML would keep only the last)")
+                lines[key.tag, key.value] = line
+            _check_unique_keys(key, label, seen)
+            _check_unique_keys(value, label, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _check_unique_keys(item, label, seen)
