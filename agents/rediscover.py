@@ -38,6 +38,16 @@ What did the agent learn, and does it match?
     every decision that matters matches in every context.  An env where the choice
     matters nowhere gets ``match: false`` and a note: nothing was rediscovered.
 
+The three-valued verdict (``verdict``, per decision, context and row):
+    ``patched`` where the decision matches as above; ``beyond`` where the learned
+    policy mostly takes another value and that value beats the patch by a paired test
+    on the same episodes (forcing the patched value in loses, and the 95% interval of
+    the paired differences excludes zero: :func:`decision_verdict`); ``missed``
+    otherwise.  A context's and a row's verdict is the worst of its judged ones; a row
+    succeeds (``success``) when every context that matters is patched or beyond, and
+    ``beyond`` names each such choice and context (``choice``, ``context``,
+    ``gain_over_patch``).  ``match`` keeps its meaning (patched everywhere).
+
 Output (``--out``, default ``runs/rediscover``), every file written atomically:
     ``<env>/baselines.json``          static-action table, context verdicts, baselines
     ``<env>/seed_<n>/``               the training run (see agents/train.py) + ``learned.json``
@@ -68,7 +78,8 @@ evaluation time, measured while the other worker runs.
 
 ``--json`` keys (read by users' scripts; kept stable): ``{"rows": [{"env", "patched",
 "learned", "match", "return_learned", "return_patched", "return_oracle", "steps",
-"wall_s", ...}], ...}``; ``learned`` maps a context label to the learned choice.
+"wall_s", "verdict", "success", "beyond", ...}], ...}``; ``learned`` maps a context
+label to the learned choice.
 """
 
 from __future__ import annotations
@@ -512,14 +523,18 @@ class RediscoverResult:
     def format_text(self) -> str:
         lines = [f"kenv rediscover: {self.algo.upper()} with {self.config}, seeds {_seed_range(self.seeds)}, "
                  f"{EVAL_EPISODES} evaluation episodes (seeds {EVAL_SEED}+), out {self.out}", ""]
-        head = (f"{'env':<22} {'seed':>4}  {'patched':<24} {'match':<5}  {'learned where it matters':<30} "
+        head = (f"{'env':<22} {'seed':>4}  {'patched':<24} {'verdict':<8}  {'learned where it matters':<30} "
                 f"{'return learned':>16} {'patched':>8} {'oracle':>8} {'steps':>7} {'wall_s':>7}")
         lines += [head, "-" * len(head)]
         for r in self.rows:
-            lines.append(f"{r['env']:<22} {r['seed']:>4}  {_clip(r['patched'], 24):<24} {_yes(r['match']):<5}  "
+            lines.append(f"{r['env']:<22} {r['seed']:>4}  {_clip(r['patched'], 24):<24} {r['verdict'] or '-':<8}  "
                          f"{_clip(r['learned_where_it_matters'], 30):<30} "
                          f"{r['return_learned']:>8.3f} ± {r['return_learned_ci95']:<5.2f} "
                          f"{r['return_patched']:>8.3f} {r['return_oracle']:>8.3f} {r['steps']:>7} {r['wall_s']:>7.1f}")
+        for r in self.rows:
+            for b in r.get("beyond", []):
+                lines.append(f"  {r['env']} seed {r['seed']}: beyond the patch: {b['choice']} (patch {b['patched']}) "
+                             f"at {b['context']}, {b['gain_over_patch']:+.3f} ± {b['ci95']:.3f} paired")
         for env_id, e in self.envs.items():
             rows = [r for r in self.rows if r["env"] == env_id]
             lines += ["", f"{env_id}: the choice per scenario context (matters = the patched action beats every "
@@ -538,11 +553,15 @@ class RediscoverResult:
                     s = "patched" if lc["learned"] == e["patched"] else lc["learned"]
                     if lc["share"] < 0.995:
                         s += f" ({lc['share']:.0%})"
-                    learned.append(s + ("" if lc["match"] is None else (" ok" if lc["match"] else " MISS")))
+                    lv = lc.get("learned_verdict")
+                    learned.append(s + ("" if lv is None else {"patched": " ok", "beyond": " BEYOND",
+                                                               "missed": " MISS"}[lv]))
                 lines.append(f"{c['context']:<{w}}  {_clip(verdict, 26):<26} {c['patched_mean']:>8.3f} "
                              f"{other:>10.3f}  " + "  ".join(learned))
             n_ok = sum(1 for r in rows if r["match"])
-            lines.append(f"{env_id}: patched choice ({e['patched']}) learned in {n_ok}/{len(rows)} seeds; "
+            n_succ = sum(1 for r in rows if r["success"])
+            lines.append(f"{env_id}: patched choice ({e['patched']}) learned in {n_ok}/{len(rows)} seeds, "
+                         f"patched or beyond in {n_succ}/{len(rows)}; "
                          f"the choice matters in {sum(c['matters'] for c in e['contexts'])}/{len(e['contexts'])} "
                          f"contexts; baselines and oracle search {e['baseline_wall_s']:.1f}s")
             for name in ("learning_curve", "reward_components"):
@@ -552,16 +571,49 @@ class RediscoverResult:
         return "\n".join(lines)
 
 
-def _yes(v) -> str:
-    return "yes" if v else "no"
-
-
 def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _seed_range(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+
+
+#: the learned policy's verdict where a decision matters, best first
+VERDICTS = ("patched", "beyond", "missed")
+
+
+def decision_verdict(matters: bool, mode_is_patched: bool, gains: Sequence[float], match: bool | None) -> str | None:
+    """The learned policy's verdict on one decision in one context (None where it does not matter).
+
+    ``patched``: it matches (:func:`build_row`).  ``beyond``: it mostly takes another
+    value, and that value beats the patch by a paired test on the same episodes: ``gains``
+    are, per episode, the return with the patched value forced in minus the learned
+    return, and their mean is below zero by more than its 95% interval (the interval of
+    the paired differences excludes zero, in the learned choice's favour).  ``missed``:
+    neither.
+    """
+    if not matters:
+        return None
+    if match:
+        return "patched"
+    g = np.asarray(gains, dtype=float)
+    if not mode_is_patched and len(g) >= 2 and -g.mean() > np.nan_to_num(ci95(g)) and g.mean() < 0:
+        return "beyond"
+    return "missed"
+
+
+def combine_verdicts(verdicts: Sequence[str | None]) -> str | None:
+    """The verdict of a context (over its decisions) or a row (over its contexts): the
+    worst of the judged ones (missed < beyond < patched); None if none is judged."""
+    judged = [v for v in verdicts if v is not None]
+    return max(judged, key=VERDICTS.index) if judged else None
+
+
+def _choice_label(label: str, dim: int, n_dims: int) -> str:
+    """The label of decision ``dim`` in an action label (``timer|hwrng_yield|...``)."""
+    parts = label.split("|")
+    return parts[dim] if len(parts) == n_dims else label
 
 
 def build_row(base: dict, learned: dict) -> dict:
@@ -576,7 +628,7 @@ def build_row(base: dict, learned: dict) -> dict:
     """
     patched = tuple(base["patched_action"])
     verdicts = {v["context"]: v for v in base["contexts"]}
-    contexts, learned_map, where = [], {}, []
+    contexts, learned_map, where, beyond = [], {}, [], []
     for ch in learned["choices"]:
         v = verdicts.get(ch["context"])
         if v is None:
@@ -591,24 +643,36 @@ def build_row(base: dict, learned: dict) -> dict:
             noise = np.nan_to_num(ci95(gains)) + REL_MARGIN * max(1.0, abs(float(np.mean(ch["returns"]))))
             mode_ok = bool(ch["action_index"][d] == p)
             matters = v["dims"][d]["matters"]
+            match = bool(mode_ok and gain <= noise) if matters else None
             dims.append({"patched_share": n_p / ch["steps"], "mode_is_patched": mode_ok, "forcing_gain": gain,
-                         "noise": float(noise), "matters": matters,
-                         "match": bool(mode_ok and gain <= noise) if matters else None})
+                         "noise": float(noise), "matters": matters, "match": match,
+                         "learned_verdict": decision_verdict(matters, mode_ok, gains, match),
+                         "choice": _choice_label(ch["action"], d, len(patched))})
         judged = [x["match"] for x in dims if x["match"] is not None]
+        ctx_verdict = combine_verdicts([x["learned_verdict"] for x in dims])
         contexts.append({"context": ch["context"], "learned": ch["action"], "share": ch["share"],
                          "matters": v["matters"], "verdict": "; ".join(x["verdict"] for x in v["dims"]),
                          "match": all(judged) if judged else None, "dims": dims,
+                         "learned_verdict": ctx_verdict,
                          "return_learned": float(np.mean(ch["returns"]))})
+        beyond += [{"context": ch["context"], "decision": d, "choice": x["choice"],
+                    "patched": _choice_label(base["patched"], d, len(patched)), "gain_over_patch": -x["forcing_gain"],
+                    "ci95": float(np.nan_to_num(ci95([r - f for r, f in zip(ch["returns"], ch["forced_returns"][d])])))}
+                   for d, x in enumerate(dims) if x["learned_verdict"] == "beyond"]
         learned_map[ch["context"]] = ch["action"]
         if v["matters"]:
             where.append(ch["action"])
     judged = [c["match"] for c in contexts if c["match"] is not None]
+    verdict = combine_verdicts([c["learned_verdict"] for c in contexts])
     ev = {p["name"]: p for p in base["evaluation"]["policies"]}
     counts: dict[str, int] = {}
     for a in where:
         counts[a] = counts.get(a, 0) + 1
     summary = ", ".join(f"{a} {n}/{len(where)}" for a, n in sorted(counts.items(), key=lambda t: -t[1])) or "-"
-    if judged and not all(judged):
+    if beyond:
+        summary = "; ".join(f"{b['choice']} beats {b['patched']} by {b['gain_over_patch']:+.3f} at {b['context']}"
+                            for b in beyond) + "; " + summary
+    elif judged and not all(judged):
         summary = f"ok in {sum(judged)}/{len(judged)}: " + summary
     row = {
         "env": base["env"], "patched": base["patched"], "learned": learned_map,
@@ -620,6 +684,9 @@ def build_row(base: dict, learned: dict) -> dict:
         "seed": learned["seed"], "algo": learned["algo"], "return_learned_ci95": learned["return_ci95"],
         "learned_where_it_matters": summary, "contexts": contexts,
         "contexts_matter": len(judged), "contexts_matched": sum(judged),
+        # the three-valued verdict (patched / beyond / missed; None: nothing matters) and
+        # success: every context that matters is patched or beyond
+        "verdict": verdict, "success": verdict in ("patched", "beyond"), "beyond": beyond,
     }
     if not judged:
         row["note"] = "the choice matters in no context: nothing to rediscover"
@@ -776,7 +843,8 @@ def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, w
               "baselines": {p["name"]: {"return_mean": p["return_mean"], "return_ci95": p["return_ci95"]}
                             for p in base["evaluation"]["policies"]},
               "skipped": base["evaluation"].get("skipped", {}), "baseline_wall_s": base["wall_s"],
-              "matched_seeds": sum(1 for r in env_rows if r["match"]), "seeds": len(env_rows)}
+              "matched_seeds": sum(1 for r in env_rows if r["match"]),
+              "succeeded_seeds": sum(1 for r in env_rows if r["success"]), "seeds": len(env_rows)}
         if plots:
             ed.update(write_plots(out, e, base, [results[("seed_job", e, s)] for s in seed_list]))
         env_docs[e] = ed
