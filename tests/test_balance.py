@@ -273,3 +273,50 @@ def test_balancing_kernel_env_is_the_same_with_fast_forward_on_and_off(seed):
         return out
 
     assert trajectory(True) == trajectory(False)
+
+
+# ------------------------------------------------------------ active balancing
+def _pd_scenario(active_balance: bool):
+    """CPU 0: CFS task ``A`` runs a 40 ms preempt-disabled section, then 1 ms
+    more; a SCHED_FIFO task pinned to CPU 0 wakes at 1 ms and waits behind the
+    section.  CPU 1 is idle and balances every tick (4 ms)."""
+    from kenv.kernel import preempt_disable, preempt_enable
+
+    k = Kernel(Engine(), nr_cpus=2, hz=250, preempt="full", costs=COSTS, load_balance=True,
+               active_balance=active_balance)
+    seen, rt_ran = [], []
+
+    def body(task):
+        preempt_disable(task)
+        yield Run(40 * MS)
+        seen.append((k.now, task.cpu))
+        yield from preempt_enable(task)
+        yield Run(1 * MS)
+        seen.append((k.now, task.cpu))
+
+    def rt(task):
+        rt_ran.append(k.now)
+        yield Run(10 * US)
+
+    a = k.kthread_run(body, "A", cpus_allowed=(0, 1))
+    k.engine.at(1 * MS, lambda: k.kthread_run(rt, "rt", cpu=0, policy=SCHED_FIFO, rt_priority=95,
+                                              cpus_allowed=(0,)))
+    k.run(until=60 * MS)
+    return k, a, seen, rt_ran
+
+
+def test_running_task_with_rt_waiting_is_pushed_by_active_balance_after_the_section():
+    """need_active_balance(): the idle CPU's periodic balances fail on the
+    running task (nr_balance_failed 1..4); past cache_nice_tries + 2 the CPU
+    stopper moves it at the preempt_enable() that ends the section, not
+    inside it (active_load_balance_cpu_stop())."""
+    k, a, seen, rt_ran = _pd_scenario(True)
+    assert seen[0][1] == 0 and seen[0][0] >= 40 * MS      # the section ran on CPU 0 to its end
+    assert seen[1][1] == 1                                # then the stopper pushed A to CPU 1
+    assert rt_ran and rt_ran[0] >= 40 * MS                # the RT task waited for the section
+    assert k.lb.nr_balance_failed[1] == 0 and k.lb.push_cpu == [None, None]
+
+
+def test_running_task_stays_without_active_balance():
+    k, a, seen, rt_ran = _pd_scenario(False)
+    assert [c for _, c in seen] == [0, 0]

@@ -34,7 +34,7 @@ from kenv.errors import ConfigError
 from kenv.experiments import raid6_cyclictest as exp
 from kenv.kernel import SCHED_FIFO, Kernel, Run, SchedCosts
 from kenv.platforms import get_platform
-from kenv.sim.engine import Engine
+from kenv.sim.engine import NSEC_PER_MSEC, Engine
 from kenv.workloads.cyclictest import Cyclictest, WakeupLatency
 
 run = exp.run_raid6_cyclictest
@@ -133,16 +133,39 @@ def test_periodic_load_makes_migrate_disable_pick_a_slower_algorithm():
     assert all(w.lost_fraction < 0.001 for w in good.sel.windows)
 
 
-@pytest.mark.parametrize("preempt", ["voluntary", "full", "rt"])
-@pytest.mark.parametrize("mode", ["preempt_disable", "migrate_disable"])
-def test_seed_runs_keep_every_window_on_modprobes_cpu(preempt, mode):
-    """The seed's setting (no load): modprobe never waits long enough to be
-    pulled -- on voluntary it is never preempted; on full/rt it waits only
-    for a cyclictest thread's few microseconds after a window, just after
-    running (task_hot()), or inside migrate_disable()."""
+@pytest.mark.parametrize("preempt,mode", [("voluntary", "preempt_disable"), ("voluntary", "migrate_disable"),
+                                          ("full", "migrate_disable"), ("rt", "migrate_disable")])
+def test_seed_runs_keep_every_window_on_modprobes_cpu_when_nothing_can_push_it(preempt, mode):
+    """The seed's setting (no load): on voluntary modprobe never reaches a
+    __schedule() between windows, so the stopper an active balance queues never
+    runs before it exits; inside migrate_disable() neither a pull nor a push may
+    move it (is_migration_disabled()); a preempted window waits only a
+    cyclictest thread's few microseconds, just after running (task_hot())."""
     r = R(preempt, mode)
     assert r.load_balance
     assert r.window_cpus() == {str(r.bench_cpu): len(r.sel.windows)}
+
+
+@pytest.mark.parametrize("preempt", ["full", "rt"])
+def test_preempt_disabled_windows_spread_over_cpus_by_active_balance(preempt):
+    """Seed 004's review tables show the long latencies on the cyclictest threads
+    of several CPUs, under PREEMPT and PREEMPT_RT.  While a window runs, the
+    cyclictest thread of its CPU waits behind it (group_overloaded), the idle
+    CPUs' periodic balance fails on the running task, and after
+    nr_balance_failed > cache_nice_tries + 2 need_active_balance() sends the CPU
+    stopper, which moves modprobe at the preempt_enable() that ends the window
+    (kenv.kernel.balance).  Every window still blocks one thread for its whole
+    length, so the published maxima (> 67 ms, > 16 ms) hold."""
+    r = R(preempt, "preempt_disable")
+    assert len(r.window_cpus()) > 1
+    floor_ms = {"full": 67, "rt": 16}[preempt]
+    spiked = [t.cpu for t in r.threads if t.max_ns > floor_ms * NSEC_PER_MSEC * 0.95]
+    assert len(spiked) > 1 and set(spiked) == {int(c) for c in r.window_cpus()}
+    assert r.max_ns > floor_ms * NSEC_PER_MSEC
+    assert r.to_dict()["active_balance"] is True
+    # without the push (--no-active-balance) every window stays on one CPU
+    off = R(preempt, "preempt_disable", active_balance=False)
+    assert off.window_cpus() == {str(off.bench_cpu): len(off.sel.windows)}
 
 
 @pytest.mark.parametrize("mode", ["preempt_disable", "migrate_disable"])

@@ -28,6 +28,18 @@ later windows run there.  Each window's CPU is in the output (``cpu`` of
 ``windows`` in --json, a ``raid6_bench_window`` event in the trace);
 ``--no-load-balance`` runs the kernel without it (tasks move only at wakeup).
 
+Under full and rt, modprobe's preempt-disabled windows land on several
+CPUs, as in the seed's tables: while a window runs, the cyclictest thread of
+its CPU waits behind it, the idle CPUs' periodic balances fail on the running
+task, and after ``nr_balance_failed > cache_nice_tries + 2`` one of them
+pushes it through the CPU stopper (``need_active_balance()``,
+``active_load_balance_cpu_stop()`` in kernel/sched/fair.c,
+``stop_one_cpu_nowait()`` in kernel/stop_machine.c), which runs at the
+``preempt_enable()`` ending the window (:mod:`kenv.kernel.balance`).  On
+voluntary modprobe reaches no ``__schedule()`` before it exits, and
+``migrate_disable()`` refuses the push.  ``--no-active-balance`` turns the
+push off (every window then stays on modprobe's first CPU).
+
 Prints the cyclictest table, the simulated dmesg, the chosen vs the truly
 fastest algorithm and the module load time.
 
@@ -85,6 +97,7 @@ class Raid6CyclictestResult:
     load_ns: int
     events: int
     load_balance: bool = True
+    active_balance: bool = True
     load_cpu: int | None = None   # where --load's task is pinned (modprobe's CPU at its start)
     cyclictest_text: str = ""
     notes: list[str] = field(default_factory=list)
@@ -137,6 +150,7 @@ class Raid6CyclictestResult:
                         for w in sel.windows],
             "window_cpus": self.window_cpus(),
             "load_balance": self.load_balance,
+            "active_balance": self.active_balance,
             "load_cpu": self.load_cpu,
             "events": self.events,
         }
@@ -196,7 +210,8 @@ def resolve_config(platform: str, preempt: str, mode: str, hz: int | None, kerne
 def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "voluntary",
                          mode: str = "preempt_disable", hz: int | None = None,
                          kernel: str | None = None, load: bool | str | None = False,
-                         seed: int = 0, load_balance: bool = True) -> Raid6CyclictestResult:
+                         seed: int = 0, load_balance: bool = True,
+                         active_balance: bool = True) -> Raid6CyclictestResult:
     """Run ``modprobe raid6_pq`` under cyclictest on a simulated machine.
 
     ``platform``: a platform with raid6 parameters (``x86-avx512-32``,
@@ -209,7 +224,10 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
     (a periodic job).
     ``seed``: seeds the rng (cyclictest phase, interrupt jitter, the CPU the
     shell runs modprobe from).  ``load_balance``: CFS load balancing in the
-    kernel (kenv.kernel.balance; on, as on the real machine).  Raises
+    kernel (kenv.kernel.balance; on, as on the real machine).
+    ``active_balance``: with it, the idle CPUs' failed periodic balances push
+    the running modprobe through the CPU stopper (kenv.kernel.balance; on, as
+    on the real machine; no env id uses it).  Raises
     ConfigError on bad input.
     """
     plat, hz, kernel = resolve_config(platform, preempt, mode, hz, kernel)
@@ -217,6 +235,7 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
     rng = np.random.default_rng(seed)
     k = Kernel(Engine(), nr_cpus=plat.nr_cpus, hz=hz, preempt=preempt, costs=plat.sched,
                rng=rng, name=plat.name, load_balance=bool(load_balance),
+               active_balance=bool(load_balance and active_balance),
                kernel_version=plat.kernel_version)
     # Where cyclictest starts relative to the tick, and which CPU the shell
     # that runs modprobe last ran on: drawn from the seed.
@@ -254,7 +273,8 @@ def run_raid6_cyclictest(platform: str = "x86-avx512-32", preempt: str = "volunt
         seed=seed, threads=list(ct.stats), sel=sel, bench_cpu=sel.cpu,
         chosen_gen_mb_s=chosen.gen_mb_s, best=fastest.name, best_gen_mb_s=fastest.gen_mb_s,
         chosen_measured_mb_s=measured, load_ns=mp.load_ns, events=k.engine.events_run,
-        load_balance=bool(load_balance), load_cpu=hog[0].cpu if hog else None,
+        load_balance=bool(load_balance), active_balance=bool(load_balance and active_balance),
+        load_cpu=hog[0].cpu if hog else None,
         cyclictest_text=ct.format_text(), notes=notes)
 
 
@@ -278,12 +298,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-load-balance", dest="load_balance", action="store_false",
                    help="run the kernel without CFS load balancing (tasks move between CPUs only "
                         "when they wake up)")
+    p.add_argument("--no-active-balance", dest="active_balance", action="store_false",
+                   help="balance load without active balancing (no push of a running task "
+                        "through the CPU stopper)")
 
 
 def run_from_args(args: argparse.Namespace) -> Raid6CyclictestResult:
     return run_raid6_cyclictest(platform=args.platform, preempt=args.preempt, mode=args.mode,
                                 hz=args.hz, kernel=args.kernel, load=args.load, seed=args.seed,
-                                load_balance=getattr(args, "load_balance", True))
+                                load_balance=getattr(args, "load_balance", True),
+                                active_balance=getattr(args, "active_balance", True))
 
 
 # ------------------------------------------------------------------ reproduce

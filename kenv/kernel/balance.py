@@ -73,6 +73,53 @@ What is simplified (documented assumptions, not fitted):
 
 Off by default (``Kernel(load_balance=False)``): the ``-v0`` environments
 keep the dynamics they were published with; ``-v1`` turns it on.
+
+Active balancing (``Kernel(active_balance=True)``, off by default so that
+every registered env id keeps its trajectories; the raid6-cyclictest
+experiment turns it on).  What moves a CFS task that runs back to back
+(modprobe's preempt-disabled raid6 windows) while an RT task waits behind it
+(the cyclictest thread of its CPU, woken inside the window), from
+kernel/sched/fair.c and kernel/stop_machine.c of v5.16:
+
+* ``update_sg_lb_stats()`` counts ``rq->nr_running`` (all classes) in
+  ``sum_nr_running``; ``group_classify()`` makes a one-CPU group with
+  ``sum_nr_running > group_weight`` ``group_overloaded``, so the busy CPU's
+  group is the busiest while its RT thread waits.  ``calculate_imbalance()``
+  for an idle local group and ``busiest->group_weight == 1``:
+  ``migrate_task``, ``imbalance = (busiest->sum_nr_running -
+  local->sum_nr_running) >> 1`` = 1.  ``find_busiest_queue()`` for
+  ``migrate_task`` takes the runqueue with the most ``cfs.h_nr_running``
+  (here 1: the running task).  Without the RT waiter the group is
+  ``group_has_spare`` with ``sum_h_nr_running == 1`` and
+  ``find_busiest_group()`` goes ``out_balanced``: one CFS task alone on a
+  CPU is never pulled.
+* ``detach_tasks()`` walks ``rq->cfs_tasks``, which holds the running task
+  too; ``can_migrate_task()`` clears ``LBF_ALL_PINNED`` for it and refuses
+  it (``task_on_cpu()``), so the balance fails: ``load_balance()``
+  increments ``sd->nr_balance_failed`` (not for ``CPU_NEWLY_IDLE``).
+* ``need_active_balance()``: ``sd->nr_balance_failed >
+  sd->cache_nice_tries + 2``; then, unless ``busiest->active_balance`` is
+  already set, ``busiest->push_cpu = this_cpu`` and
+  ``stop_one_cpu_nowait(cpu_of(busiest), active_load_balance_cpu_stop)``.
+  The stopper (``cpu_stop_queue_work()`` wakes the ``migration/N`` thread,
+  stop_sched_class, above every RT priority) runs on the busy CPU at its next
+  ``__schedule()``: for a preempt-disabled task, the ``preempt_enable()``
+  that ends its window.  :func:`active_load_balance_cpu_stop` then detaches
+  the (no longer running) task with ``LBF_ACTIVE_LB``, which skips
+  :func:`task_hot` (``can_migrate_task()``: "aggressive migration if active
+  balance"), attaches it to ``push_cpu``, and zeroes that CPU's
+  ``sd->nr_balance_failed``.  ``migrate_disable()`` still refuses it
+  (``is_migration_disabled()``), so the seed's patch keeps the task put.
+* Each CPU has its own ``sched_domain`` and so its own ``nr_balance_failed``;
+  the idle CPUs balance in the same ``nohz_idle_balance()`` rounds, so once
+  they have failed enough the next round's first idle CPU pushes at once:
+  the task moves about once per balance interval.
+
+Simplified: only the periodic (nohz idle) balance starts an active balance
+(a newidle balance would too once the counter is high: ``load_balance()``
+tests ``need_active_balance()`` for every idle type); the stopper's own
+context switch is not charged; ``voluntary_active_balance()`` (RT pressure
+on the source's capacity, misfit tasks) is not modelled.
 """
 
 from __future__ import annotations
@@ -138,11 +185,22 @@ def _overloaded(rq: CPU) -> bool:
     return bool(rq.cfs_queue) and rq.curr is not None
 
 
+def _rt_waits_behind_cfs(rq: CPU) -> bool:
+    """A CFS task runs and an RT task waits behind it (``sum_nr_running >
+    group_weight``: ``group_overloaded``, one ``cfs.h_nr_running``)."""
+    curr = rq.curr
+    return curr is not None and not curr.is_rt and bool(rq.rt_queue)
+
+
 def find_busiest_queues(k: Kernel) -> list[CPU]:
     """find_busiest_group() + find_busiest_queue(), simplified: the runqueues
     with a CFS task waiting behind a running one, busiest first (most waiting
-    CFS tasks; ties: lowest CPU) -- the order a balance tries them in."""
-    return sorted((rq for rq in k.cpus.values() if _overloaded(rq)), key=lambda rq: (-len(rq.cfs_queue), rq.id))
+    CFS tasks; ties: lowest CPU) -- the order a balance tries them in.  With
+    active balancing, also (last) a runqueue whose running CFS task has an
+    RT task waiting behind it (module docstring)."""
+    active = k.lb is not None and k.lb.active_balance
+    return sorted((rq for rq in k.cpus.values() if _overloaded(rq) or (active and _rt_waits_behind_cfs(rq))),
+                  key=lambda rq: (-len(rq.cfs_queue), rq.id))
 
 
 def sched_balance_rq(k: Kernel, dst: CPU, idle: str, nr_balance_failed: int = 0,
@@ -165,9 +223,49 @@ def sched_balance_rq(k: Kernel, dst: CPU, idle: str, nr_balance_failed: int = 0,
             if can_migrate_task(k, p, src, dst.id, nr_balance_failed):
                 migrate_queued_task(k, p, src, dst)
                 return p, False
+        curr = src.curr
+        if (k.lb is not None and k.lb.active_balance and curr is not None and not curr.is_rt
+                and not curr.migrate_disable and (curr.cpus_allowed is None or dst.id in curr.cpus_allowed)):
+            all_pinned = False   # rq->cfs_tasks holds the running task: refused (task_on_cpu())
         if not all_pinned:
             return None, True   # a candidate was refused: this balance failed
     return None, False
+
+
+def need_active_balance(k: Kernel, src: CPU, dst: CPU, nr_balance_failed: int) -> bool:
+    """need_active_balance() (kernel/sched/fair.c): after a failed periodic
+    balance, push the task running on ``src`` to ``dst`` through the CPU
+    stopper when ``nr_balance_failed > cache_nice_tries + 2`` and it may run
+    on ``dst`` (``load_balance()``: ``cpumask_test_cpu(this_cpu,
+    busiest->curr->cpus_ptr)``) and no push is pending on ``src``
+    (``busiest->active_balance``)."""
+    curr = src.curr
+    return (k.lb.active_balance and nr_balance_failed > CACHE_NICE_TRIES + 2 and k.lb.push_cpu[src.id] is None
+            and curr is not None and not curr.is_rt and not curr.migrate_disable
+            and (curr.cpus_allowed is None or dst.id in curr.cpus_allowed))
+
+
+def active_load_balance_cpu_stop(k: Kernel, src: CPU) -> Task | None:
+    """active_load_balance_cpu_stop() (kernel/sched/fair.c), run by ``src``'s
+    stopper at its ``__schedule()``: move one CFS task that
+    :func:`can_migrate_task` allows with ``LBF_ACTIVE_LB`` (no cache-hot test)
+    from ``src`` to ``push_cpu``; zero ``push_cpu``'s ``nr_balance_failed``
+    on success (``sd->nr_balance_failed = 0``) and clear
+    ``busiest->active_balance``.  Returns the task moved, or None."""
+    lb = k.lb
+    target = lb.push_cpu[src.id]
+    lb.push_cpu[src.id] = None
+    if target is None:
+        return None
+    dst = k.cpus[target]
+    for p in src.cfs_queue:   # detach_one_task(): oldest queued first
+        allowed = p.cpus_allowed
+        if not p.migrate_disable and (allowed is None or target in allowed):
+            migrate_queued_task(k, p, src, dst)
+            lb.nr_balance_failed[target] = 0
+            k.check_preempt_curr(dst, p)   # attach_one_task() -> check_preempt_curr()
+            return p
+    return None
 
 
 def migrate_queued_task(k: Kernel, p: Task, src: CPU, dst: CPU) -> None:
@@ -219,10 +317,14 @@ class LoadBalancer:
     (``sd->nr_balance_failed``, ``rq->next_balance``) for one machine."""
 
     __slots__ = ("k", "interval", "next_balance", "nr_balance_failed", "_ev", "avg_idle", "idle_stamp",
-                 "newidle_gate")
+                 "newidle_gate", "active_balance", "push_cpu")
 
-    def __init__(self, k: Kernel, kernel_version: str | None = None):
+    def __init__(self, k: Kernel, kernel_version: str | None = None, active_balance: bool = False):
         self.k = k
+        #: active balancing through the CPU stopper (module docstring), and per
+        #: CPU the pending push's target (``rq->push_cpu`` while ``rq->active_balance``)
+        self.active_balance = bool(active_balance)
+        self.push_cpu: list[int | None] = [None] * k.nr_cpus
         cost = k.sysctl_sched_migration_cost
         #: rq->avg_idle (sched_init(): 2 * sysctl_sched_migration_cost) and
         #: rq->idle_stamp (when newidle balance last found nothing; None: not idle)
@@ -286,6 +388,11 @@ class LoadBalancer:
             dst = cpus[c]
             moved, failed = sched_balance_rq(k, dst, CPU_IDLE, self.nr_balance_failed[c], busiest)
             self.nr_balance_failed[c] = self.nr_balance_failed[c] + 1 if failed else 0
+            if failed and self.active_balance:
+                src = next((rq for rq in busiest if rq is not dst), None)
+                if src is not None and need_active_balance(k, src, dst, self.nr_balance_failed[c]):
+                    self.push_cpu[src.id] = c   # stop_one_cpu_nowait(): the stopper preempts when it can
+                    k.resched_curr(src)
             if moved is not None:
                 k.check_preempt_curr(dst, moved)   # the idle CPU runs it (_kick)
                 busiest = find_busiest_queues(k)
@@ -294,5 +401,5 @@ class LoadBalancer:
 
 
 __all__ = ["CACHE_NICE_TRIES", "CPU_IDLE", "CPU_NEWLY_IDLE", "LoadBalancer", "SYSCTL_SCHED_MIGRATION_COST",
-           "can_migrate_task", "find_busiest_queues", "newidle_gate_ns", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
+           "active_load_balance_cpu_stop", "can_migrate_task", "need_active_balance", "find_busiest_queues", "newidle_gate_ns", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
            "task_hot", "task_idle"]

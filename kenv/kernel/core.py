@@ -61,7 +61,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..sim.engine import NSEC_PER_MSEC, Engine
-from .balance import SYSCTL_SCHED_MIGRATION_COST, LoadBalancer, sched_balance_newidle
+from .balance import SYSCTL_SCHED_MIGRATION_COST, LoadBalancer, active_load_balance_cpu_stop, sched_balance_newidle
 from .jiffies import check_hz, initial_jiffies, tick_nsec
 from .observe import CpuObserver
 from .rcu import RcuStall, rcu_preempt_disabled, rcu_qs, rcu_stretch_begin
@@ -303,7 +303,9 @@ class Kernel:
     ``kernel_version`` ("5.15", ...): the load balancer's behaviour of that
     kernel where it changed (kenv.kernel.balance.newidle_gate_ns), and on
     ``rt`` which thread expires timers (kenv.kernel.irq.timer_softirq_thread).
-    ``irq_threads``: on ``rt``, simulate the forced interrupt threads and the
+    ``active_balance`` (with ``load_balance``): active balancing through
+    the CPU stopper (:mod:`kenv.kernel.balance`; off by default: no env id
+    uses it).  ``irq_threads``: on ``rt``, simulate the forced interrupt threads and the
     timer softirq's thread (:mod:`kenv.kernel.irq`); ``irq`` is then the
     :class:`~kenv.kernel.irq.IrqThreads` (None on the other models or when off).
     """
@@ -311,7 +313,7 @@ class Kernel:
     def __init__(self, engine: Engine, *, nr_cpus: int, hz: int, preempt: str,
                  costs: SchedCosts, rng: np.random.Generator | None = None,
                  rcu_cpu_stall_timeout: int = 21, name: str = "kenv", load_balance: bool = False,
-                 kernel_version: str | None = None, irq_threads: bool = False):
+                 kernel_version: str | None = None, irq_threads: bool = False, active_balance: bool = False):
         if nr_cpus < 1:
             raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
         self.engine = engine
@@ -341,7 +343,8 @@ class Kernel:
         self.sched_nr_latency = 8
         self.sysctl_sched_migration_cost = SYSCTL_SCHED_MIGRATION_COST
         #: the idle CPUs' periodic balance, or None without load balancing
-        self.lb: LoadBalancer | None = LoadBalancer(self, kernel_version) if load_balance else None
+        self.lb: LoadBalancer | None = (LoadBalancer(self, kernel_version, active_balance) if load_balance
+                                        else None)
         #: force_irqthreads (PREEMPT_RT): the interrupt and timer-softirq threads, or None
         self.irq = None
         if irq_threads and preempt == "rt":
@@ -502,6 +505,9 @@ class Kernel:
             while i < len(q) and q[i].rt_priority >= p.rt_priority:
                 i += 1
             q.insert(i, p)
+            lb = self.lb
+            if lb is not None and lb.active_balance and rq.curr is not None and not rq.curr.is_rt:
+                lb.overloaded()   # nohz_balancer_kick(): rq->nr_running >= 2 at this CPU's tick
         else:
             rq.cfs_queue.append(p)
             if rq.curr is not None:
@@ -623,6 +629,8 @@ class Kernel:
         if sev is not None:
             sev.cancel()
             rq._slice_ev = None
+        if self.lb is not None and self.lb.push_cpu[rq.id] is not None:
+            active_load_balance_cpu_stop(self, rq)   # the stopper runs first (stop_sched_class)
         nxt = self._pick_next(rq)
         if nxt is None and self.lb is not None and sched_balance_newidle(self, rq) is not None:
             nxt = self._pick_next(rq)
