@@ -401,5 +401,6 @@ class LoadBalancer:
 
 
 __all__ = ["CACHE_NICE_TRIES", "CPU_IDLE", "CPU_NEWLY_IDLE", "LoadBalancer", "SYSCTL_SCHED_MIGRATION_COST",
-           "active_load_balance_cpu_stop", "can_migrate_task", "need_active_balance", "find_busiest_queues", "newidle_gate_ns", "migrate_queued_task", "sched_balance_newidle", "sched_balance_rq",
-           "task_hot", "task_idle"]
+           "active_load_balance_cpu_stop", "can_migrate_task", "find_busiest_queues", "migrate_queued_task",
+           "need_active_balance", "newidle_gate_ns", "sched_balance_newidle", "sched_balance_rq", "task_hot",
+           "task_idle"]
