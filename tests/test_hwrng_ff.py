@@ -1,9 +1,9 @@
-"""The hwrng fast-forwards (kenv.drivers.hwrng_ff) against the detailed simulation.
+"""The hwrng fast-forwards (kenv.fastforward.hwrng) against the detailed simulation.
 
 A fast-forward is only allowed to change how many engine events a run takes.
 These tests run the same thing with the fast-forward on and off
 (``gym.make(..., fast_forward=False)``; an rng made without a
-:class:`~kenv.drivers.hwrng_ff.HwrngLearned`) and compare everything observable: env trajectories, the rng's wait and
+:class:`~kenv.fastforward.hwrng.HwrngLearned`) and compare everything observable: env trajectories, the rng's wait and
 read logs, the tasks' and CPUs' scheduler counters.  Disturbances (another
 task on the poller's CPU, an interrupt) are drawn by hypothesis, and some
 placed at the very nanosecond a skipped poll ends: a skip commits only what
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import kenv  # noqa: F401
-from kenv.drivers import hwrng_ff
+from kenv.fastforward import hwrng as hwrng_ff
 from kenv.drivers.hwrng import Bcm2835Params, parse_wait
-from kenv.drivers.hwrng_ff import HwrngLearned
+from kenv.fastforward.hwrng import HwrngLearned
 from kenv.drivers.random import InputPool
 from kenv.envs.base import FastForwardMemory
 from kenv.subsystems.hwrng import HwrngSubsystem

@@ -55,7 +55,7 @@ from ..kernel.sleep import (
     wait_for_completion_interruptible_timeout,
 )
 from ..sim.engine import NSEC_PER_SEC
-from .hwrng_ff import HwrngFastForward, HwrngLearned
+from ..fastforward.hwrng import HwrngFastForward, HwrngLearned
 from .random import InputPool, add_hwgenerator_randomness
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -246,7 +246,7 @@ class Bcm2835Rng:
     the last read and the FIFO level it left; ``produced(t)`` is the number of
     words the generator has made by ``t`` (lost ones included).
 
-    ``learned``: the fast-forward's memory (kenv.drivers.hwrng_ff) that the
+    ``learned``: the fast-forward's memory (kenv.fastforward.hwrng) that the
     simulation running this rng owns, or None to simulate every poll (the
     same figures, slower).
     """
@@ -281,7 +281,7 @@ class Bcm2835Rng:
         #: or looks at the rng, and the run goes on: the end of the current step
         #: of whoever drives the simulation, as far as it is known (an
         #: environment sets it and may move it later).  The fast-forwards
-        #: (kenv.drivers.hwrng_ff) end before it; None: nothing is skipped.
+        #: (kenv.fastforward.hwrng) end before it; None: nothing is skipped.
         self.quiet_until: int | None = None
         #: the hwrng core it is registered with (set by hwrng_register)
         self.core: HwrngCore | None = None
@@ -553,7 +553,7 @@ class ReadCall:
     """One ``read(2)`` of /dev/hwrng in progress: ``size`` still wanted and
     ``ret`` copied so far, the two locals of ``rng_dev_read()``.  They live
     here, in :attr:`HwrngCore.reading`, so that a fast-forward can move a
-    reader across whole wait cycles (kenv.drivers.hwrng_ff)."""
+    reader across whole wait cycles (kenv.fastforward.hwrng)."""
 
     __slots__ = ("size", "ret")
 
@@ -630,7 +630,7 @@ def rng_dev_read(task: Task, core: HwrngCore, size: int, nonblock: bool = False)
     ff = core.rng.ff
     while call.size > 0:
         if ff is not None and not core.data_avail and (yield from ff.skip_words(task, core, call)):
-            continue   # (simulator: words spun through at once, kenv.drivers.hwrng_ff)
+            continue   # (simulator: words spun through at once, kenv.fastforward.hwrng)
         yield from mutex_lock(task, lock)
         if not core.data_avail:
             bytes_read = yield from rng_get_data(task, core, core.buffer_size, not nonblock)

@@ -1,7 +1,7 @@
 """What a simulator component may hear of one CPU: the kernel's observer interface.
 
 A component that must hear what happens on a CPU while it measures a stretch
-of its life (kenv.workloads.qperf_ff's busy stretches, :class:`BusyLog`)
+of its life (kenv.fastforward.qperf's busy stretches, :class:`BusyLog`)
 attaches a :class:`CpuObserver` to that CPU (:meth:`kenv.kernel.core.CPU.attach`) and
 detaches it when done (:meth:`~kenv.kernel.core.CPU.detach`).  One observer
 per CPU at a time.  The kernel calls it, when one is attached, at these

@@ -48,7 +48,7 @@ from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
-    from .hwrng import Bcm2835Rng, HwrngCore, ReadCall
+    from ..drivers.hwrng import Bcm2835Rng, HwrngCore, ReadCall
 
 #: learned cycles kept per start key (different FIFO inputs give different cycles)
 MAX_RECORDS = 8

@@ -89,7 +89,7 @@ from ..sim.learner import TwiceAlike
 from ..sim.lru import LruTable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .qperf import QperfEndpoint, QperfPair
+    from ..workloads.qperf import QperfEndpoint, QperfPair
 
 #: the most round trips one fast-forward skips (the HZ rule bounds them anyway:
 #: a mix at least every second)
