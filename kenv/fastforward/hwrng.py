@@ -45,6 +45,7 @@ from ..kernel.observe import SkipFence
 from ..kernel.sleep import _process_timeout, schedule_timeout
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from .declines import Declines, Reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
@@ -218,7 +219,7 @@ class HwrngLearned:
     ``max_tables`` tables (the least recently used forgotten first),
     ``max_keys`` start keys and ``max_plans`` plans in all."""
 
-    __slots__ = ("_tables", "max_tables", "max_keys", "max_plans", "keys", "plans")
+    __slots__ = ("_tables", "max_tables", "max_keys", "max_plans", "keys", "plans", "declines")
 
     def __init__(self, max_tables: int = MAX_TABLES, max_keys: int = MAX_LEARNED_KEYS,
                  max_plans: int = MAX_LEARNED_PLANS):
@@ -229,6 +230,8 @@ class HwrngLearned:
         #: start keys and plans in the tables kept
         self.keys = 0
         self.plans = 0
+        #: why the rngs using this memory declined, counted (kenv.fastforward.declines)
+        self.declines = Declines()
 
     def table(self, key: tuple) -> "CycleTable":
         """The table of ``key`` (a new, empty one if there is none)."""
@@ -510,12 +513,12 @@ class HwrngFastForward:
     def _plan(self, task: Task) -> "PollSkip | None":
         here = self._learn(task)
         if here is None:
-            return None
+            return self.learned.declines.decline(Reason.POLL_BOUNDARY_NOT_CLEAN)
         rng = self.rng
         k = task.k
         table = self._table(task)
         if not table or rng.dying.done:
-            return None
+            return self.learned.declines.decline(Reason.POLL_NOTHING_LEARNED)
         now = here.counters.time
         horizon = rng.quiet_until
         until = k.engine.until
@@ -536,17 +539,17 @@ class HwrngFastForward:
             else:
                 plan = None if made is None else CyclePlan.from_relative(now, made)
         if plan is None:
-            return None
+            return self.learned.declines.decline(Reason.POLL_NO_PLAN)
         # Commit only the cycles that end before anything else runs: the first
         # one still going on at ``limit`` is the one run in detail.  (Asked
         # after the plan: the engine may look at every pending event.)
         scopes = self._scopes(task)
         limit = k.engine.quiet_limit(scopes)
         if limit is None:
-            return None
+            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
         landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
         if landing < 2:
-            return None
+            return self.learned.declines.decline(Reason.POLL_TOO_SHORT)
         return PollSkip(self, task, plan, landing, here.counters, scopes)
 
     def _generator_phase(self, now: int):
@@ -661,9 +664,9 @@ class HwrngFastForward:
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
                 or rng.t_start is None or max_reads == 0 or rq.observer is not None):
-            return None
+            return self.learned.declines.decline(Reason.SPIN_NOT_QUIET)
         if not self._word_by_word:
-            return None  # words could land while one is processed: not one word per read
+            return self.learned.declines.decline(Reason.SPIN_WORDS_OVERLAP)  # words could land while one is processed: not one word per read
         r, c = self._readl, self._copy
         w = size // 4
         produced = rng.produced
@@ -676,14 +679,14 @@ class HwrngFastForward:
         if max_reads is not None:
             q = min(q, max_reads)
         if q < 1:
-            return None
+            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
-            return None
+            return self.learned.declines.decline(Reason.SPIN_FIFO_NOT_EMPTY)
         scopes = self._scopes(task)
         limit = k.engine.quiet_limit(scopes)
         if limit is None:
-            return None
+            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
         if limit < rng.quiet_until:
             q = min(q, (produced(limit - 3 * r - c) - first + 1) // w)
         # A spin that crosses recheck_at stops there for one more RNG_STATUS
@@ -699,7 +702,7 @@ class HwrngFastForward:
                 else:
                     recheck_word = i
         if q < 1:
-            return None
+            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
         return SpinPlan(q, first, recheck_word, scopes)
 
 
