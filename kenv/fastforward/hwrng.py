@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, RunUntil, Task, TaskBody
 from ..kernel.mutex import mutex_lock, mutex_unlock
-from ..kernel.observe import SkipFence
-from ..kernel.sleep import _process_timeout, schedule_timeout
+from ..kernel.observe import SkipFence, account_skipped_stretch
+from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_timeout_left
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
 from .declines import Declines, Reason
@@ -851,8 +851,7 @@ class PollSkip:
             fence.lift()       # the poller runs again, after the skipped stretch
         if self.dying is not None:
             # the rest of wait_for_completion_interruptible_timeout(&rng->dying, timeout)
-            k.timers.del_timer(self.timer)
-            timeout = max(0, self.timer.expires - k.jiffies)
+            timeout = schedule_timeout_left(task, self.timer)
             while timeout and not self.dying.done:
                 timeout = yield from schedule_timeout(task, timeout)
             if task in self.dying.waiters:
@@ -886,9 +885,7 @@ class PollSkip:
             # schedule_timeout(timeout): on rng->dying's waiters, a wheel timer
             self.dying = rng.dying
             self.dying.waiters.append(task)
-            self.timer = timer_list(_process_timeout, name="process_timeout", data=task)
-            self.timer.expires = k.jiffies + wait.timeout_jiffies(k.HZ)
-            k.timers.add_timer_on(self.timer, task.cpu)
+            self.timer = schedule_timeout_arm(task, wait.timeout_jiffies(k.HZ))
             self.wake_at = k.tick_time(self.timer.bucket_expiry)
         else:
             # usleep_range(MIN, MAX): the hrtimer at MAX (the poller's CPU has
@@ -903,17 +900,13 @@ class PollSkip:
         rq = self.k.cpus[task.cpu]
         core = rng.core
         add = self.added = plan.sums(n)
-        task.sum_exec_runtime += add.exec_ns
-        task.vruntime += add.vruntime
-        task.nvcsw += add.nvcsw
-        task.nivcsw += add.nivcsw
-        rq.nr_switches += add.nr_switches
-        rq.busy_ns += add.busy_ns
         last = plan.cycle(n)
-        # min_vruntime followed the poller, alone on its CPU, at each switch-in
-        v_switch_in = task.vruntime - last.deltas.vruntime
-        if v_switch_in > rq.min_vruntime:
-            rq.min_vruntime = v_switch_in
+        # min_vruntime followed the poller, alone on its CPU, at each switch-in:
+        # it is at least the poller's vruntime at the last one
+        v_switch_in = task.vruntime + add.vruntime - last.deltas.vruntime
+        account_skipped_stretch(task, rq, exec_ns=add.exec_ns, vruntime=add.vruntime, nvcsw=add.nvcsw,
+                                nivcsw=add.nivcsw, nr_switches=add.nr_switches, busy_ns=add.busy_ns,
+                                min_vruntime=max(0, v_switch_in - rq.min_vruntime))
         comm = task.comm
         rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + add.waits
         if add.consumed:
