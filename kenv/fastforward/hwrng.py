@@ -44,7 +44,7 @@ from ..kernel.mutex import mutex_lock, mutex_unlock
 from ..kernel.observe import SkipFence, account_skipped_stretch
 from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_timeout_left
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
-from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from ..sim.engine import NSEC_PER_SEC
 from .declines import Declines, Reason
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -418,9 +418,10 @@ class HwrngFastForward:
     def _phase(self, k, t: int) -> tuple:
         """What a wait started at ``t`` depends on besides the frames (see StartKey)."""
         w = self.rng.wait
-        if w.kind == "hwrng_yield":
-            return (t % k.TICK_NSEC, 0)
-        if w.kind == "hwrng_msleep":
+        if w.on_timer_wheel:
+            # the tick phase, and the phase within the wheel level's granularity
+            # its expiry rounds to (calc_index(); level 0, granularity 1 for a
+            # one-jiffy timeout)
             timeout = w.timeout_jiffies(k.HZ)
             j = k.jiffies_at(t)
             lvl, _ = calc_wheel_index(j + timeout, j, k.HZ)
@@ -659,7 +660,7 @@ class HwrngFastForward:
         rq = k.cpus[task.cpu]
         now = k.now
         lock = core.reading_mutex
-        if (rng.wait.kind != "cpu_relax" or rng.quiet_until is None or k.engine.recorder is not None
+        if (rng.wait.sleeps or rng.quiet_until is None or k.engine.recorder is not None
                 or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
@@ -890,7 +891,7 @@ class PollSkip:
         else:
             # usleep_range(MIN, MAX): the hrtimer at MAX (the poller's CPU has
             # nothing queued: nothing has run on it since the skip began)
-            self.wake_at = k.now + wait.args[1] * NSEC_PER_USEC
+            self.wake_at = k.now + wait.hrtimer_ns
             self.ev = k.engine.at(self.wake_at, k.wake_up_process, task)
 
     def _apply(self, n: int) -> None:
