@@ -348,8 +348,8 @@ class HwrngFastForward:
         #: a spinning reader's RNG_STATUS/RNG_DATA read and copy costs, and whether
         #: a word is processed (status, data read, copy, the next status) before
         #: the next one lands: one word per read, the one that just landed
-        self._readl, self._copy = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
-        self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self._readl + self._copy
+        self.readl_ns, self.copy_ns = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
+        self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self.readl_ns + self.copy_ns
         #: per poller: its last clean boundary
         self._last: dict[Task, Boundary] = {}
         #: per (poller, wait kind, wait args): its table in self.learned
@@ -384,6 +384,21 @@ class HwrngFastForward:
                 reads.append(StatusRead(task.k.now, seen, taken))
             else:
                 self._status_reads[task] = None   # not a short wait cycle: nothing to learn
+
+    def resume_at(self, task: Task, boundary: Boundary | None) -> None:
+        """After a skip: the poller's next cycle starts at ``boundary`` (the
+        one the skip computed: learning goes on), or at no clean boundary
+        (None: nothing is learned from the cycle in progress)."""
+        if boundary is None:
+            self._last.pop(task, None)
+            self._status_reads.pop(task, None)
+        else:
+            self._last[task] = boundary
+            self._status_reads[task] = []
+
+    def start_key(self, k, t: int, state: FrameState) -> StartKey:
+        """The start key of a wait begun at ``t`` from frame state ``state``."""
+        return StartKey(state, self._phase(k, t))
 
     def _scopes(self, task: Task) -> "frozenset[CPU] | None":
         """The CPUs whose events can touch a skip of ``task`` (see
@@ -668,7 +683,7 @@ class HwrngFastForward:
             return self.learned.declines.decline(Reason.SPIN_NOT_QUIET)
         if not self._word_by_word:
             return self.learned.declines.decline(Reason.SPIN_WORDS_OVERLAP)  # words could land while one is processed: not one word per read
-        r, c = self._readl, self._copy
+        r, c = self.readl_ns, self.copy_ns
         w = size // 4
         produced = rng.produced
         first = produced(now + r) + 1            # the generator's index of the first word
@@ -845,8 +860,7 @@ class PollSkip:
                 fence.lift()
             if rng.wait_log is not None:
                 rng.wait_log.append((task.comm, plan.t0, k.now))
-            ff._last.pop(task, None)
-            ff._status_reads.pop(task, None)
+            ff.resume_at(task, None)
             return
         if fence is not None:
             fence.lift()       # the poller runs again, after the skipped stretch
@@ -869,11 +883,9 @@ class PollSkip:
             counters = Counters._make(map(operator.add, self.counters, self.added))._replace(
                 time=start, woken=plan.wakeup(n))
             state = plan.cycle(n).end_state
-            ff._last[task] = Boundary(counters, StartKey(state, ff._phase(k, start)))
-            ff._status_reads[task] = []
+            ff.resume_at(task, Boundary(counters, ff.start_key(k, start, state)))
         else:
-            ff._last.pop(task, None)
-            ff._status_reads.pop(task, None)
+            ff.resume_at(task, None)
 
     def _land(self) -> None:
         """At the end of the last skipped cycle: apply the skipped cycles and
@@ -949,8 +961,8 @@ class SpinReads:
         self.t0 = task.k.now
         self.plan = plan
         self.w = size // 4
-        self.readl = ff._readl
-        self.copy = ff._copy
+        self.readl = ff.readl_ns
+        self.copy = ff.copy_ns
 
     def landing(self, i: int) -> int:
         """Landing time of the i-th word read (0-based)."""
