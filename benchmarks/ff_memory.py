@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/ff_memory.py [--steps 400000] [--waits 40] [--every 50000]
 
 The hwrng fast-forward learns wait cycles per machine, poller and wait
-(kenv.drivers.hwrng_ff); an agent that tries many waits (``hwrng_msleep(MS)``,
+(kenv.fastforward.hwrng); an agent that tries many waits (``hwrng_msleep(MS)``,
 ``usleep_range(MIN,MAX)``) makes many tables.  This runs one HwrngWait-v0
 env for ``--steps`` steps under uniformly random actions over ``--waits``
 different waits (episodes of the default 48 steps, seeds 0, 1, ...) and

@@ -3,8 +3,8 @@
     python tests/search_fast_forward.py [--ff hwrng|qperf ...] [--env ID ...] [--minutes 5] [--draws N] [--seed 0]
                                         [--irq-threads] [--phases]
 
-A fast-forward (kenv.drivers.hwrng_ff: the rng's wait cycles and spinning
-reads; kenv.workloads.qperf_ff: steady round trips) may only change how many
+A fast-forward (kenv.fastforward.hwrng: the rng's wait cycles and spinning
+reads; kenv.fastforward.qperf: steady round trips) may only change how many
 engine events a run takes.  The tests check that on a few fixed scenarios.
 This draws many: each draw picks a value of every scenario field the env
 allows (``SCENARIO_FIELDS``), an action set (hwrng waits, mix deferrals) and

@@ -1,9 +1,9 @@
-"""The hwrng fast-forwards (kenv.drivers.hwrng_ff) against the detailed simulation.
+"""The hwrng fast-forwards (kenv.fastforward.hwrng) against the detailed simulation.
 
 A fast-forward is only allowed to change how many engine events a run takes.
 These tests run the same thing with the fast-forward on and off
 (``gym.make(..., fast_forward=False)``; an rng made without a
-:class:`~kenv.drivers.hwrng_ff.HwrngLearned`) and compare everything observable: env trajectories, the rng's wait and
+:class:`~kenv.fastforward.hwrng.HwrngLearned`) and compare everything observable: env trajectories, the rng's wait and
 read logs, the tasks' and CPUs' scheduler counters.  Disturbances (another
 task on the poller's CPU, an interrupt) are drawn by hypothesis, and some
 placed at the very nanosecond a skipped poll ends: a skip commits only what
@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import kenv  # noqa: F401
-from kenv.drivers import hwrng_ff
+from kenv.fastforward import hwrng as hwrng_ff
 from kenv.drivers.hwrng import Bcm2835Params, parse_wait
-from kenv.drivers.hwrng_ff import HwrngLearned
+from kenv.fastforward.declines import Reason
+from kenv.fastforward.hwrng import HwrngLearned
 from kenv.drivers.random import InputPool
 from kenv.envs.base import FastForwardMemory
 from kenv.subsystems.hwrng import HwrngSubsystem
@@ -223,12 +224,12 @@ def _observe(k, hw):
 
 
 def _run(ff, *, wait, nr_cpus=1, hz=100, silent_s=0.5, until_s=1.0, bs=16, interloper=None,
-         irq=None, preempt="none"):
+         irq=None, preempt="none", word_rate_hz=34_500, stop=None):
     """A bcm2835 rng probed at 0 with a reader of ``bs`` bytes, run to ``until_s``
     as one declared step.  ``interloper``: (start ns, run ns) of a task pinned to
     CPU 0; ``irq``: (time ns, duration ns) of an interrupt on CPU 0."""
     k = Kernel(Engine(), nr_cpus=nr_cpus, hz=hz, preempt=preempt, costs=COSTS)
-    params = Bcm2835Params(word_rate_hz=34_500, fifo_words=5, probe_ns=0, rng_readl_ns=120,
+    params = Bcm2835Params(word_rate_hz=word_rate_hz, fifo_words=5, probe_ns=0, rng_readl_ns=120,
                            copy_chunk_ns=900, silent_until_ns=int(silent_s * NSEC_PER_SEC) or None)
     pool = InputPool(k)
     hw = HwrngSubsystem(k, pool, params, smp_cache_bytes=64, bs=bs, reader_cpus=(0,),
@@ -248,7 +249,7 @@ def _run(ff, *, wait, nr_cpus=1, hz=100, silent_s=0.5, until_s=1.0, bs=16, inter
     if irq is not None:
         at, dur = irq
         k.engine.at(at, k.hardirq, 0, dur)
-    k.run(until=until)
+    k.run(until=until, stop=stop)
     return _observe(k, hw), hw.core.rng.ff
 
 
@@ -528,3 +529,21 @@ def test_learned_tables_forgotten_least_recently_used_first():
     assert learned.tables() == [a, c] and not b.kept and a.kept
     assert not learned.room_for_key(b)      # forgotten: learns nothing more
     assert learned.room_for_key(a) and learned.keys == 1
+
+
+@pytest.mark.parametrize("wait", ["cpu_relax", "hwrng_yield"])
+def test_a_run_with_a_stop_test_declines_and_matches(wait):
+    """A stop test may end the run after any event (Engine.quiet_limit): the
+    fast-forwards decline with NO_QUIET_TIME and the run is the detailed one."""
+    on, ff = _run(True, wait=wait, stop=lambda: False)
+    assert ff.learned.declines[Reason.NO_QUIET_TIME] > 0
+    assert on == _run(False, wait=wait, stop=lambda: False)[0]
+
+
+def test_words_landing_faster_than_a_read_decline_spinning():
+    """Words 1 us apart land while the previous one is read and copied
+    (4 x 120 ns + 900 ns): a spin is not one word per read, so it declines
+    with SPIN_WORDS_OVERLAP and the run is the detailed one."""
+    on, ff = _run(True, wait="cpu_relax", word_rate_hz=1_000_000, until_s=0.55)
+    assert ff.learned.declines[Reason.SPIN_WORDS_OVERLAP] > 0
+    assert on == _run(False, wait="cpu_relax", word_rate_hz=1_000_000, until_s=0.55)[0]

@@ -289,7 +289,7 @@ def test_hwrng_fast_forward_is_off_where_timers_expire_in_a_thread(preempt, irq_
     is off on rt with interrupt threads, whoever builds the rng (it used to be
     the Kernel env that left it out)."""
     from kenv.drivers.hwrng import bcm2835_rng_probe
-    from kenv.drivers.hwrng_ff import HwrngLearned
+    from kenv.fastforward.hwrng import HwrngLearned
     from kenv.drivers.random import InputPool
     k = _kernel(preempt, irq_threads)
     params = get_platform("rpi3bplus").hwrng

@@ -54,8 +54,8 @@ from ..kernel.sleep import (
     complete_all, completion, schedule_timeout_interruptible, usleep_range,
     wait_for_completion_interruptible_timeout,
 )
-from ..sim.engine import NSEC_PER_SEC
-from .hwrng_ff import HwrngFastForward, HwrngLearned
+from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from ..fastforward.hwrng import HwrngFastForward, HwrngLearned
 from .random import InputPool, add_hwgenerator_randomness
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -145,7 +145,31 @@ class Bcm2835Params:
 # wait strategies
 # --------------------------------------------------------------------------
 
-WAIT_KINDS = ("cpu_relax", "hwrng_msleep", "hwrng_yield", "usleep_range")
+@dataclass(frozen=True)
+class WaitKind:
+    """What a kind of wait in ``bcm2835_rng_read()`` is, declared once here:
+    the driver's wait and the fast-forward (kenv.fastforward.hwrng) read only
+    this, so a new kind is added in this file alone."""
+
+    #: how many integer arguments it takes
+    arity: int
+    #: the poller sleeps (False: it spins, cpu_relax())
+    sleeps: bool
+    #: it sleeps in schedule_timeout() on rng->dying: a timer-wheel timer,
+    #: woken at a tick, ended early by complete_all(&rng->dying)
+    on_timer_wheel: bool
+    #: an hrtimer sleep: the index of the argument (microseconds) at which its
+    #: hrtimer fires when nothing else runs on the poller's CPU (usleep_range's MAX)
+    hrtimer_arg: int | None = None
+
+
+WAIT_KIND = {
+    "cpu_relax": WaitKind(arity=0, sleeps=False, on_timer_wheel=False),
+    "hwrng_msleep": WaitKind(arity=1, sleeps=True, on_timer_wheel=True),
+    "hwrng_yield": WaitKind(arity=0, sleeps=True, on_timer_wheel=True),
+    "usleep_range": WaitKind(arity=2, sleeps=True, on_timer_wheel=False, hrtimer_arg=1),
+}
+WAIT_KINDS = tuple(WAIT_KIND)
 #: the largest wait argument: the kernel's ``unsigned int msecs`` of
 #: hwrng_msleep() (usleep_range's unsigned longs are held to the same bound)
 WAIT_ARG_MAX = 2**32 - 1
@@ -168,9 +192,8 @@ class WaitStrategy:
     args: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        arity = {"cpu_relax": 0, "hwrng_yield": 0, "hwrng_msleep": 1, "usleep_range": 2}
         a = self.args
-        ok = (self.kind in arity and isinstance(a, tuple) and len(a) == arity[self.kind]
+        ok = (self.kind in WAIT_KIND and isinstance(a, tuple) and len(a) == WAIT_KIND[self.kind].arity
               and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= WAIT_ARG_MAX for x in a)
               and (self.kind != "usleep_range" or a[0] <= a[1]))
         if not ok:
@@ -185,13 +208,21 @@ class WaitStrategy:
 
     @property
     def sleeps(self) -> bool:
-        return self.kind != "cpu_relax"
+        """It sleeps (WaitKind.sleeps); False: it spins."""
+        return WAIT_KIND[self.kind].sleeps
 
     @property
     def on_timer_wheel(self) -> bool:
         """It sleeps in schedule_timeout() (a timer-wheel timer, woken at a tick),
         not on an hrtimer (usleep_range) or not at all (cpu_relax)."""
-        return self.kind in ("hwrng_yield", "hwrng_msleep")
+        return WAIT_KIND[self.kind].on_timer_wheel
+
+    @property
+    def hrtimer_ns(self) -> int | None:
+        """An hrtimer sleep's length when nothing else runs on the poller's CPU
+        (usleep_range(MIN, MAX): MAX); None for the other kinds."""
+        i = WAIT_KIND[self.kind].hrtimer_arg
+        return None if i is None else self.args[i] * NSEC_PER_USEC
 
     def timeout_jiffies(self, hz: int) -> int:
         """The timeout (jiffies) a timer-wheel wait passes to
@@ -246,7 +277,7 @@ class Bcm2835Rng:
     the last read and the FIFO level it left; ``produced(t)`` is the number of
     words the generator has made by ``t`` (lost ones included).
 
-    ``learned``: the fast-forward's memory (kenv.drivers.hwrng_ff) that the
+    ``learned``: the fast-forward's memory (kenv.fastforward.hwrng) that the
     simulation running this rng owns, or None to simulate every poll (the
     same figures, slower).
     """
@@ -281,7 +312,7 @@ class Bcm2835Rng:
         #: or looks at the rng, and the run goes on: the end of the current step
         #: of whoever drives the simulation, as far as it is known (an
         #: environment sets it and may move it later).  The fast-forwards
-        #: (kenv.drivers.hwrng_ff) end before it; None: nothing is skipped.
+        #: (kenv.fastforward.hwrng) end before it; None: nothing is skipped.
         self.quiet_until: int | None = None
         #: the hwrng core it is registered with (set by hwrng_register)
         self.core: HwrngCore | None = None
@@ -553,7 +584,7 @@ class ReadCall:
     """One ``read(2)`` of /dev/hwrng in progress: ``size`` still wanted and
     ``ret`` copied so far, the two locals of ``rng_dev_read()``.  They live
     here, in :attr:`HwrngCore.reading`, so that a fast-forward can move a
-    reader across whole wait cycles (kenv.drivers.hwrng_ff)."""
+    reader across whole wait cycles (kenv.fastforward.hwrng)."""
 
     __slots__ = ("size", "ret")
 
@@ -630,7 +661,7 @@ def rng_dev_read(task: Task, core: HwrngCore, size: int, nonblock: bool = False)
     ff = core.rng.ff
     while call.size > 0:
         if ff is not None and not core.data_avail and (yield from ff.skip_words(task, core, call)):
-            continue   # (simulator: words spun through at once, kenv.drivers.hwrng_ff)
+            continue   # (simulator: words spun through at once, kenv.fastforward.hwrng)
         yield from mutex_lock(task, lock)
         if not core.data_avail:
             bytes_read = yield from rng_get_data(task, core, core.buffer_size, not nonblock)

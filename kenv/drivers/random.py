@@ -278,7 +278,7 @@ class IrqRandomness:
     def add_interrupt_randomness_queued(self, cpu: int, jiffies: int | None = None) -> None:
         """add_interrupt_randomness() (at ``jiffies``, default now) for the
         interrupt that schedules a workqueue mix, when a fast-forward
-        (kenv.workloads.qperf_ff) replays the kworker's run: the count,
+        (kenv.fastforward.qperf) replays the kworker's run: the count,
         MIX_INFLIGHT and the work as add_interrupt_randomness() and
         queue_work_on() leave them, but no kworker is woken; the fast-forward
         calls mix_interrupt_randomness() where that kworker would have.
@@ -291,7 +291,7 @@ class IrqRandomness:
 
     def add_interrupt_randomness_timer(self, cpu: int, jiffies: int) -> timer_list:
         """add_interrupt_randomness() at ``jiffies`` for the interrupt that
-        schedules a timer mix, when a fast-forward (kenv.workloads.qperf_ff) runs
+        schedules a timer mix, when a fast-forward (kenv.fastforward.qperf) runs
         the timer's expiry in the same event: the count, MIX_INFLIGHT and the
         timer as add_interrupt_randomness() and _schedule_mix() leave them
         (``expires = jiffies``), but not queued -- the caller expires it at

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..drivers.hwrng_ff import HwrngLearned
+from ..fastforward.hwrng import HwrngLearned
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
 from ..schema import (
@@ -65,8 +65,8 @@ def scenario_field_types(fields: Mapping[str, Sequence[Any]]) -> dict[str, type]
 
 
 class FastForwardMemory:
-    """What an env's fast-forwards have learned (kenv.drivers.hwrng_ff,
-    kenv.workloads.qperf_ff): the env's own, carried across its episodes and
+    """What an env's fast-forwards have learned (kenv.fastforward.hwrng,
+    kenv.fastforward.qperf): the env's own, carried across its episodes and
     bounded (each part keeps a fixed number of tables)."""
 
     __slots__ = ("hwrng", "qperf")

@@ -36,7 +36,7 @@ import numpy as np
 from ..drivers.hwrng import (
     Bcm2835Rng, HwrngCore, bcm2835_rng_probe, parse_wait, rng_dev_read,
 )
-from ..drivers.hwrng_ff import HwrngLearned
+from ..fastforward.hwrng import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS, Kernel, Task, check_preempt_model

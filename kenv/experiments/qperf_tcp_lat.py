@@ -207,7 +207,7 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
     numpy Generator; only the tick phase at which each size starts is
     random).  ``mode="exact"`` simulates every round trip instead of
     fast-forwarding the steady ones (same figures, much slower); the
-    fast-forward's memory (:class:`~kenv.workloads.qperf_ff.QperfLearned`) is this
+    fast-forward's memory (:class:`~kenv.fastforward.qperf.QperfLearned`) is this
     call's own, shared by the run and its baseline.  ``baseline`` also runs ``none`` with the same seed for
     ``regression_vs_none`` (a fraction: 0.10 = 10% worse).  ``irq_threads``:
     on ``rt``, simulate the forced interrupt threads (kenv.kernel.irq; the

@@ -1,7 +1,7 @@
 """What a simulator component may hear of one CPU: the kernel's observer interface.
 
 A component that must hear what happens on a CPU while it measures a stretch
-of its life (kenv.workloads.qperf_ff's busy stretches, :class:`BusyLog`)
+of its life (kenv.fastforward.qperf's busy stretches, :class:`BusyLog`)
 attaches a :class:`CpuObserver` to that CPU (:meth:`kenv.kernel.core.CPU.attach`) and
 detaches it when done (:meth:`~kenv.kernel.core.CPU.detach`).  One observer
 per CPU at a time.  The kernel calls it, when one is attached, at these
@@ -155,3 +155,24 @@ class SkipFence(CpuObserver):
 
     def idle_exit(self, now: int, end: int) -> None:
         self._touched("an idle exit", now)
+
+
+def account_skipped_stretch(task: "Task", rq: "CPU | None" = None, *, times: int = 1, exec_ns: int = 0,
+                            vruntime: int = 0, nvcsw: int = 0, nivcsw: int = 0, nr_switches: int = 0,
+                            busy_ns: int = 0, min_vruntime: int = 0) -> None:
+    """The scheduler's bookkeeping of a stretch a fast-forward skipped, the
+    one place it is written: ``times`` repetitions of what ``update_curr()``
+    (``sum_exec_runtime``, ``vruntime``, the runqueue's busy time and
+    ``min_vruntime``) and ``__schedule()`` (``nvcsw``/``nivcsw``,
+    ``nr_switches``) added to ``task`` and its runqueue ``rq`` in one
+    repetition measured in detail.  ``rq`` None: ``task``'s counters only."""
+    task.sum_exec_runtime += times * exec_ns
+    task.vruntime += times * vruntime
+    task.nvcsw += times * nvcsw
+    task.nivcsw += times * nivcsw
+    if rq is not None:
+        rq.nr_switches += times * nr_switches
+        rq.busy_ns += times * busy_ns
+        rq.min_vruntime += times * min_vruntime
+    elif nr_switches or busy_ns or min_vruntime:
+        raise ValueError("account_skipped_stretch: runqueue counters given without a runqueue (rq=None)")

@@ -33,15 +33,29 @@ def schedule_timeout(task: Task, timeout: int) -> TaskBody:
     if timeout == MAX_SCHEDULE_TIMEOUT:
         yield BLOCK
         return MAX_SCHEDULE_TIMEOUT
-    if timeout < 0:
-        timeout = 0
-    expire = k.jiffies + timeout
-    timer = timer_list(_process_timeout, name="process_timeout", data=task)
-    timer.expires = expire
-    k.timers.add_timer_on(timer, task.cpu)
+    timer = schedule_timeout_arm(task, timeout)
     yield BLOCK
+    return schedule_timeout_left(task, timer)
+
+
+def schedule_timeout_arm(task: Task, timeout: int) -> timer_list:
+    """schedule_timeout()'s first half, before it sleeps: ``expires =
+    jiffies + timeout`` (a negative timeout counts as 0) on the timer wheel,
+    on ``task``'s CPU, its expiry waking ``task`` (process_timeout())."""
+    k = task.k
+    timer = timer_list(_process_timeout, name="process_timeout", data=task)
+    timer.expires = k.jiffies + max(0, timeout)
+    k.timers.add_timer_on(timer, task.cpu)
+    return timer
+
+
+def schedule_timeout_left(task: Task, timer: timer_list) -> int:
+    """schedule_timeout()'s second half, once ``task`` runs again: the timer
+    ``schedule_timeout_arm()`` put on the wheel is deleted (del_timer_sync());
+    returns the jiffies left, 0 if it expired."""
+    k = task.k
     k.timers.del_timer(timer)
-    return max(0, expire - k.jiffies)
+    return max(0, timer.expires - k.jiffies)
 
 
 schedule_timeout_interruptible = schedule_timeout

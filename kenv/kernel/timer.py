@@ -181,7 +181,7 @@ class TimerWheel:
         """Put ``timer`` in the bucket that fires when jiffies reaches
         ``bucket_expiry`` (> jiffies), bypassing ``calc_wheel_index()``: for a
         caller that knows which bucket the timer of a skipped sleep would have
-        been in (kenv.drivers.hwrng_ff)."""
+        been in (kenv.fastforward.hwrng)."""
         k = self.k
         timer.cpu = cpu
         timer.bucket_expiry = bucket_expiry
@@ -195,7 +195,7 @@ class TimerWheel:
         """What the wheel does at this tick for ``timer`` queued on ``cpu`` in the
         bucket of ``bucket_expiry`` (now's jiffy): for a caller that knows the
         timer was armed and would fire now but did not queue it, nothing
-        having looked at it in between (kenv.workloads.qperf_ff)."""
+        having looked at it in between (kenv.fastforward.qperf)."""
         if self.k.jiffies != bucket_expiry:
             raise RuntimeError(f"expire_now: timer {timer.name} is due at jiffy {bucket_expiry}, "
                                f"not now ({self.k.jiffies})")

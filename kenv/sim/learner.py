@@ -18,7 +18,7 @@ class TwiceAlike(Generic[R]):
     next measurement then confirms or refutes.
 
     ``known``: the table the records go to (kept by the caller, e.g. a
-    :class:`~kenv.workloads.qperf_ff.QperfLearned` table), ``candidates``:
+    :class:`~kenv.fastforward.qperf.QperfLearned` table), ``candidates``:
     where first measurements wait for their second (a fresh dict if None).
     ``refute_on_disagreement``: a second measurement unlike the first refutes
     the key for good (a model that the detailed simulation contradicted);

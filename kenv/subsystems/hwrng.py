@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..drivers.hwrng import HwrngCore, WaitStrategy, bcm2835_rng_probe, parse_wait, rng_dev_read
-from ..drivers.hwrng_ff import HwrngLearned
+from ..fastforward.hwrng import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
 from ..kernel.core import BLOCK, Kernel, Task
@@ -112,7 +112,7 @@ class HwrngSubsystem:
             if ff is not None:
                 left = None if self.reads_per_step is None else self.reads_per_step - self._reads()
                 if left != 0:
-                    # a cpu_relax() driver: whole reads at once (kenv.drivers.hwrng_ff)
+                    # a cpu_relax() driver: whole reads at once (kenv.fastforward.hwrng)
                     if (yield from ff.skip_reads(task, core, bs, left)):
                         continue
             yield from rng_dev_read(task, core, bs)

@@ -62,7 +62,7 @@ each one's own arrival time: the interrupt that triggers a mix becomes an
 event of its own, and a deferred mix first counts every interrupt that has
 arrived so that it credits them.  Between rare events
 whole round trips are skipped arithmetically by the pair's fast-forward
-(:mod:`kenv.workloads.qperf_ff`, which says what it learns and when it
+(:mod:`kenv.fastforward.qperf`, which says what it learns and when it
 declines).  ``mode="exact"`` turns it off (every round trip is simulated); the
 tests and the benchmark check that both modes give the same figures.
 """
@@ -81,7 +81,7 @@ from ..drivers.random import FAST_POOL_MIX_THRESHOLD, IrqRandomness
 from ..errors import ConfigError
 from ..kernel.core import BLOCK, Kernel, Run, Task, TaskBody
 from ..sim.engine import NSEC_PER_MSEC, Engine
-from .qperf_ff import QperfFastForward, QperfLearned, machine_key
+from ..fastforward.qperf import QperfFastForward, QperfLearned, machine_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..platforms.base import Platform
@@ -506,7 +506,7 @@ class SizeStats:
 
 class QperfPair:
     """One qperf client on host A and its server on host B, CPU ``cpu`` on both;
-    ``ff`` its fast-forward (:class:`~kenv.workloads.qperf_ff.QperfFastForward`,
+    ``ff`` its fast-forward (:class:`~kenv.fastforward.qperf.QperfFastForward`,
     None when every round trip is simulated)."""
 
     def __init__(self, wl: "QperfTcpLat", cpu: int):

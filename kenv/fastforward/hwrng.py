@@ -41,14 +41,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, RunUntil, Task, TaskBody
 from ..kernel.mutex import mutex_lock, mutex_unlock
-from ..kernel.observe import SkipFence
-from ..kernel.sleep import _process_timeout, schedule_timeout
+from ..kernel.observe import SkipFence, account_skipped_stretch
+from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_timeout_left
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
-from ..sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from ..sim.engine import NSEC_PER_SEC
+from .declines import Declines, Reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
-    from .hwrng import Bcm2835Rng, HwrngCore, ReadCall
+    from ..drivers.hwrng import Bcm2835Rng, HwrngCore, ReadCall
 
 #: learned cycles kept per start key (different FIFO inputs give different cycles)
 MAX_RECORDS = 8
@@ -218,7 +219,7 @@ class HwrngLearned:
     ``max_tables`` tables (the least recently used forgotten first),
     ``max_keys`` start keys and ``max_plans`` plans in all."""
 
-    __slots__ = ("_tables", "max_tables", "max_keys", "max_plans", "keys", "plans")
+    __slots__ = ("_tables", "max_tables", "max_keys", "max_plans", "keys", "plans", "declines")
 
     def __init__(self, max_tables: int = MAX_TABLES, max_keys: int = MAX_LEARNED_KEYS,
                  max_plans: int = MAX_LEARNED_PLANS):
@@ -229,6 +230,8 @@ class HwrngLearned:
         #: start keys and plans in the tables kept
         self.keys = 0
         self.plans = 0
+        #: why the rngs using this memory declined, counted (kenv.fastforward.declines)
+        self.declines = Declines()
 
     def table(self, key: tuple) -> "CycleTable":
         """The table of ``key`` (a new, empty one if there is none)."""
@@ -345,8 +348,8 @@ class HwrngFastForward:
         #: a spinning reader's RNG_STATUS/RNG_DATA read and copy costs, and whether
         #: a word is processed (status, data read, copy, the next status) before
         #: the next one lands: one word per read, the one that just landed
-        self._readl, self._copy = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
-        self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self._readl + self._copy
+        self.readl_ns, self.copy_ns = rng.params.rng_readl_ns, rng.params.copy_chunk_ns
+        self._word_by_word = NSEC_PER_SEC // rng.params.word_rate_hz > 4 * self.readl_ns + self.copy_ns
         #: per poller: its last clean boundary
         self._last: dict[Task, Boundary] = {}
         #: per (poller, wait kind, wait args): its table in self.learned
@@ -382,6 +385,21 @@ class HwrngFastForward:
             else:
                 self._status_reads[task] = None   # not a short wait cycle: nothing to learn
 
+    def resume_at(self, task: Task, boundary: Boundary | None) -> None:
+        """After a skip: the poller's next cycle starts at ``boundary`` (the
+        one the skip computed: learning goes on), or at no clean boundary
+        (None: nothing is learned from the cycle in progress)."""
+        if boundary is None:
+            self._last.pop(task, None)
+            self._status_reads.pop(task, None)
+        else:
+            self._last[task] = boundary
+            self._status_reads[task] = []
+
+    def start_key(self, k, t: int, state: FrameState) -> StartKey:
+        """The start key of a wait begun at ``t`` from frame state ``state``."""
+        return StartKey(state, self._phase(k, t))
+
     def _scopes(self, task: Task) -> "frozenset[CPU] | None":
         """The CPUs whose events can touch a skip of ``task`` (see
         Engine.quiet_limit): those the rng's users (``task``, the readers
@@ -415,9 +433,10 @@ class HwrngFastForward:
     def _phase(self, k, t: int) -> tuple:
         """What a wait started at ``t`` depends on besides the frames (see StartKey)."""
         w = self.rng.wait
-        if w.kind == "hwrng_yield":
-            return (t % k.TICK_NSEC, 0)
-        if w.kind == "hwrng_msleep":
+        if w.on_timer_wheel:
+            # the tick phase, and the phase within the wheel level's granularity
+            # its expiry rounds to (calc_index(); level 0, granularity 1 for a
+            # one-jiffy timeout)
             timeout = w.timeout_jiffies(k.HZ)
             j = k.jiffies_at(t)
             lvl, _ = calc_wheel_index(j + timeout, j, k.HZ)
@@ -510,12 +529,12 @@ class HwrngFastForward:
     def _plan(self, task: Task) -> "PollSkip | None":
         here = self._learn(task)
         if here is None:
-            return None
+            return self.learned.declines.decline(Reason.POLL_BOUNDARY_NOT_CLEAN)
         rng = self.rng
         k = task.k
         table = self._table(task)
         if not table or rng.dying.done:
-            return None
+            return self.learned.declines.decline(Reason.POLL_NOTHING_LEARNED)
         now = here.counters.time
         horizon = rng.quiet_until
         until = k.engine.until
@@ -536,17 +555,17 @@ class HwrngFastForward:
             else:
                 plan = None if made is None else CyclePlan.from_relative(now, made)
         if plan is None:
-            return None
+            return self.learned.declines.decline(Reason.POLL_NO_PLAN)
         # Commit only the cycles that end before anything else runs: the first
         # one still going on at ``limit`` is the one run in detail.  (Asked
         # after the plan: the engine may look at every pending event.)
         scopes = self._scopes(task)
         limit = k.engine.quiet_limit(scopes)
         if limit is None:
-            return None
+            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
         landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
         if landing < 2:
-            return None
+            return self.learned.declines.decline(Reason.POLL_TOO_SHORT)
         return PollSkip(self, task, plan, landing, here.counters, scopes)
 
     def _generator_phase(self, now: int):
@@ -656,15 +675,15 @@ class HwrngFastForward:
         rq = k.cpus[task.cpu]
         now = k.now
         lock = core.reading_mutex
-        if (rng.wait.kind != "cpu_relax" or rng.quiet_until is None or k.engine.recorder is not None
+        if (rng.wait.sleeps or rng.quiet_until is None or k.engine.recorder is not None
                 or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
                 or rng.t_start is None or max_reads == 0 or rq.observer is not None):
-            return None
+            return self.learned.declines.decline(Reason.SPIN_NOT_QUIET)
         if not self._word_by_word:
-            return None  # words could land while one is processed: not one word per read
-        r, c = self._readl, self._copy
+            return self.learned.declines.decline(Reason.SPIN_WORDS_OVERLAP)  # words could land while one is processed: not one word per read
+        r, c = self.readl_ns, self.copy_ns
         w = size // 4
         produced = rng.produced
         first = produced(now + r) + 1            # the generator's index of the first word
@@ -676,14 +695,14 @@ class HwrngFastForward:
         if max_reads is not None:
             q = min(q, max_reads)
         if q < 1:
-            return None
+            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
-            return None
+            return self.learned.declines.decline(Reason.SPIN_FIFO_NOT_EMPTY)
         scopes = self._scopes(task)
         limit = k.engine.quiet_limit(scopes)
         if limit is None:
-            return None
+            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
         if limit < rng.quiet_until:
             q = min(q, (produced(limit - 3 * r - c) - first + 1) // w)
         # A spin that crosses recheck_at stops there for one more RNG_STATUS
@@ -699,7 +718,7 @@ class HwrngFastForward:
                 else:
                     recheck_word = i
         if q < 1:
-            return None
+            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
         return SpinPlan(q, first, recheck_word, scopes)
 
 
@@ -841,15 +860,13 @@ class PollSkip:
                 fence.lift()
             if rng.wait_log is not None:
                 rng.wait_log.append((task.comm, plan.t0, k.now))
-            ff._last.pop(task, None)
-            ff._status_reads.pop(task, None)
+            ff.resume_at(task, None)
             return
         if fence is not None:
             fence.lift()       # the poller runs again, after the skipped stretch
         if self.dying is not None:
             # the rest of wait_for_completion_interruptible_timeout(&rng->dying, timeout)
-            k.timers.del_timer(self.timer)
-            timeout = max(0, self.timer.expires - k.jiffies)
+            timeout = schedule_timeout_left(task, self.timer)
             while timeout and not self.dying.done:
                 timeout = yield from schedule_timeout(task, timeout)
             if task in self.dying.waiters:
@@ -866,11 +883,9 @@ class PollSkip:
             counters = Counters._make(map(operator.add, self.counters, self.added))._replace(
                 time=start, woken=plan.wakeup(n))
             state = plan.cycle(n).end_state
-            ff._last[task] = Boundary(counters, StartKey(state, ff._phase(k, start)))
-            ff._status_reads[task] = []
+            ff.resume_at(task, Boundary(counters, ff.start_key(k, start, state)))
         else:
-            ff._last.pop(task, None)
-            ff._status_reads.pop(task, None)
+            ff.resume_at(task, None)
 
     def _land(self) -> None:
         """At the end of the last skipped cycle: apply the skipped cycles and
@@ -883,14 +898,12 @@ class PollSkip:
             # schedule_timeout(timeout): on rng->dying's waiters, a wheel timer
             self.dying = rng.dying
             self.dying.waiters.append(task)
-            self.timer = timer_list(_process_timeout, name="process_timeout", data=task)
-            self.timer.expires = k.jiffies + wait.timeout_jiffies(k.HZ)
-            k.timers.add_timer_on(self.timer, task.cpu)
+            self.timer = schedule_timeout_arm(task, wait.timeout_jiffies(k.HZ))
             self.wake_at = k.tick_time(self.timer.bucket_expiry)
         else:
             # usleep_range(MIN, MAX): the hrtimer at MAX (the poller's CPU has
             # nothing queued: nothing has run on it since the skip began)
-            self.wake_at = k.now + wait.args[1] * NSEC_PER_USEC
+            self.wake_at = k.now + wait.hrtimer_ns
             self.ev = k.engine.at(self.wake_at, k.wake_up_process, task)
 
     def _apply(self, n: int) -> None:
@@ -900,17 +913,13 @@ class PollSkip:
         rq = self.k.cpus[task.cpu]
         core = rng.core
         add = self.added = plan.sums(n)
-        task.sum_exec_runtime += add.exec_ns
-        task.vruntime += add.vruntime
-        task.nvcsw += add.nvcsw
-        task.nivcsw += add.nivcsw
-        rq.nr_switches += add.nr_switches
-        rq.busy_ns += add.busy_ns
         last = plan.cycle(n)
-        # min_vruntime followed the poller, alone on its CPU, at each switch-in
-        v_switch_in = task.vruntime - last.deltas.vruntime
-        if v_switch_in > rq.min_vruntime:
-            rq.min_vruntime = v_switch_in
+        # min_vruntime followed the poller, alone on its CPU, at each switch-in:
+        # it is at least the poller's vruntime at the last one
+        v_switch_in = task.vruntime + add.vruntime - last.deltas.vruntime
+        account_skipped_stretch(task, rq, exec_ns=add.exec_ns, vruntime=add.vruntime, nvcsw=add.nvcsw,
+                                nivcsw=add.nivcsw, nr_switches=add.nr_switches, busy_ns=add.busy_ns,
+                                min_vruntime=max(0, v_switch_in - rq.min_vruntime))
         comm = task.comm
         rng.wait_calls[comm] = rng.wait_calls.get(comm, 0) + add.waits
         if add.consumed:
@@ -952,8 +961,8 @@ class SpinReads:
         self.t0 = task.k.now
         self.plan = plan
         self.w = size // 4
-        self.readl = ff._readl
-        self.copy = ff._copy
+        self.readl = ff.readl_ns
+        self.copy = ff.copy_ns
 
     def landing(self, i: int) -> int:
         """Landing time of the i-th word read (0-based)."""

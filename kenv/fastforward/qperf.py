@@ -83,13 +83,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..drivers.random import MIX_INFLIGHT
 from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_SLEEPING, Task, TaskBody
-from ..kernel.observe import BusyLog
+from ..kernel.observe import BusyLog, account_skipped_stretch
 from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.learner import TwiceAlike
 from ..sim.lru import LruTable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .qperf import QperfEndpoint, QperfPair
+    from ..workloads.qperf import QperfEndpoint, QperfPair
 
 #: the most round trips one fast-forward skips (the HZ rule bounds them anyway:
 #: a mix at least every second)
@@ -334,16 +334,10 @@ def _add_round_trips(ep: "QperfEndpoint", host: int, parts: list) -> None:
     for rec, times in parts:
         (vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime,
          irq_exec, irq_nvcsw, irq_runs) = rec.deltas[host]
-        task.vruntime += times * vruntime
-        task.sum_exec_runtime += times * exec_ns
-        task.nvcsw += times * nvcsw
-        task.nivcsw += times * nivcsw
-        rq.nr_switches += times * switches
-        rq.busy_ns += times * busy_ns
-        rq.min_vruntime += times * min_vruntime
+        account_skipped_stretch(task, rq, times=times, exec_ns=exec_ns, vruntime=vruntime, nvcsw=nvcsw,
+                                nivcsw=nivcsw, nr_switches=switches, busy_ns=busy_ns, min_vruntime=min_vruntime)
         if th is not None:
-            th.task.sum_exec_runtime += times * irq_exec
-            th.task.nvcsw += times * irq_nvcsw
+            account_skipped_stretch(th.task, times=times, exec_ns=irq_exec, nvcsw=irq_nvcsw)
             th.runs += times * irq_runs
 
 
@@ -1389,7 +1383,8 @@ class QperfFastForward:
         # steady round trips would have left
         mv = self._min_vr_after_jump
         if mv is not None:
-            self.client.rq.min_vruntime = mv
+            rq = self.client.rq
+            account_skipped_stretch(self.client.task, rq, min_vruntime=mv - rq.min_vruntime)
             self._min_vr_after_jump = None
 
     def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int, jiffies: int | None = None) -> None:
@@ -1416,10 +1411,8 @@ class QperfFastForward:
         mix_interrupt_randomness() as worker_thread() calls it."""
         w.woken_ns = t_woken
         w.woken_vruntime = v_end - run.run
-        w.vruntime = v_end
-        w.sum_exec_runtime += run.exec_ns
-        w.nvcsw += run.nvcsw
-        w.nivcsw += run.nivcsw
+        account_skipped_stretch(w, exec_ns=run.exec_ns, vruntime=v_end - w.vruntime, nvcsw=run.nvcsw,
+                                nivcsw=run.nivcsw)
         rnd = ep.host.random
         rnd.mix_interrupt_randomness(rnd.fast_pool(ep.cpu), "kworker")
 
