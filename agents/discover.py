@@ -72,7 +72,12 @@ recomputed) and resumes a training run from its newest checkpoint, exactly (see
 agents/train.py), so a killed run, rerun, gives the same ``discover.json`` as an
 uninterrupted one (``wall_s`` aside).  ``<out>/.lock`` refuses a second run on the same
 directory.  A rerun with another ``--profile`` or ``--seeds`` is refused before any work
-(:func:`check_same_run`): ``discover.json`` is the summary of one run.  One process, one torch thread.
+(:func:`check_same_run`): ``discover.json`` is the summary of one run.
+
+Work: the static table (then the chosen actions' held-out episodes) and each profile's
+training run are independent jobs, run side by side in ``--workers`` processes (default
+``min(2, CPUs)``, one torch thread each) or as Ray tasks (``--ray``,
+:mod:`kenv.agents.jobs`); the results do not depend on where they ran.
 
 ``--json`` keys (stable): ``{"env", "actions", "seeds", "profiles": [{"profile", "patched",
 "best_static", "learned", "rule", "rule_agreement", "rule_agreement_low", "beats_patch", "beats_best_static",
@@ -105,6 +110,7 @@ from kenv.errors import ConfigError
 
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .evaluate import ci95
+from .jobs import Job, check_ray, check_workers, run_jobs
 from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
@@ -918,11 +924,14 @@ def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) 
 
 def discover(env_id: str, profile: str = "all", actions: str = "extended", steps: int | None = None,
              seeds: int = DEFAULT_SEEDS, train_seed: int = 0, out: str | None = None, plots: bool = True,
-             log: Callable[[str], None] | None = None) -> DiscoverResult:
+             log: Callable[[str], None] | None = None, workers: int | None = None, ray: str | None = None,
+             progress: str | None = None) -> DiscoverResult:
     """See the module docstring."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     profiles = check_args(env_id, profile, actions, steps, seeds)
+    workers = check_workers(workers)
+    check_ray(ray)
     out = os.path.join("runs", "discover", env_slug(env_id)) if out is None else out
     acts = action_set(env_id, actions)
     make_out_dir(out, "--out")
@@ -931,24 +940,40 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
         check_same_run(out, profile, profiles, seeds)
         check_trainings(env_id, profiles, acts, train_seed, steps, out)
         atomic_write_json(os.path.join(out, ARGS_FILE), run_args(profile, seeds))
-        static = static_job(env_id, acts, seeds, os.path.join(out, "static.json"))
-        log(f"{env_id}: {len(static['actions'])} static actions on {seeds} selection episodes "
-            f"({static['wall_s']:.1f}s)")
         env = _make(env_id, acts)
         patched_label = env.unwrapped.action_label(make_policy("patched", env).action)
         env.close()
-        if patched_label not in static["actions"]:   # the oracle's max must include the patch
-            raise RuntimeError(f"{env_id}: the patched action {patched_label} is not among the static actions")
-        choices = {p: choose_static(static, p, patched_label) for p in profiles}
-        labels = list(dict.fromkeys(lab for p in profiles for lab in chosen_labels(choices[p], patched_label)))
-        held = heldout_job(env_id, acts, seeds, labels, os.path.join(out, "static_heldout.json"))
-        log(f"{env_id}: {len(labels)} chosen static actions on {seeds} held-out episodes ({held['wall_s']:.1f}s)")
-        entries = []
-        for p in profiles:
-            lj = learned_job(env_id, p, acts, seeds, train_seed, steps, out)
-            log(f"{env_id} profile {p}: trained {lj['train']['steps']} steps ({lj['train']['wall_s']:.1f}s), "
-                f"evaluated and distilled ({lj['eval_wall_s']:.1f}s)")
-            entries.append(profile_report(p, held, choices[p], lj, patched_label, training_budget(env_id, steps)))
+        # the static table, then the chosen actions' held-out episodes; beside them, one training per profile
+        found: dict[tuple, dict] = {}
+
+        def on_done(job: Job, res: dict) -> list[Job]:
+            found[job.key] = res
+            if job.key == ("static",):
+                log(f"{env_id}: {len(res['actions'])} static actions on {seeds} selection episodes "
+                    f"({res['wall_s']:.1f}s)")
+                if patched_label not in res["actions"]:   # the oracle's max must include the patch
+                    raise RuntimeError(f"{env_id}: the patched action {patched_label} is not among the static "
+                                       "actions")
+                found["choices"] = {p: choose_static(res, p, patched_label) for p in profiles}
+                labels = list(dict.fromkeys(lab for p in profiles
+                                            for lab in chosen_labels(found["choices"][p], patched_label)))
+                found["labels"] = labels
+                return [Job(("heldout",), heldout_job,
+                            (env_id, acts, seeds, labels, os.path.join(out, "static_heldout.json")))]
+            if job.key == ("heldout",):
+                log(f"{env_id}: {len(found['labels'])} chosen static actions on {seeds} held-out episodes "
+                    f"({res['wall_s']:.1f}s)")
+            else:
+                log(f"{env_id} profile {job.key[1]}: trained {res['train']['steps']} steps "
+                    f"({res['train']['wall_s']:.1f}s), evaluated and distilled ({res['eval_wall_s']:.1f}s)")
+            return []
+
+        jobs = [Job(("static",), static_job, (env_id, acts, seeds, os.path.join(out, "static.json")))]
+        jobs += [Job(("learned", p), learned_job, (env_id, p, acts, seeds, train_seed, steps, out)) for p in profiles]
+        run_jobs(jobs, on_done, workers=workers, ray=ray, progress=progress)
+        static, held, choices = found[("static",)], found[("heldout",)], found["choices"]
+        entries = [profile_report(p, held, choices[p], found[("learned", p)], patched_label,
+                                  training_budget(env_id, steps)) for p in profiles]
         res = DiscoverResult(env_id, acts, seeds, out, entries, static["wall_s"] + held["wall_s"])
         res.files = {"json": os.path.join(out, "discover.json"), "md": os.path.join(out, "discover.md")}
         if plots:
@@ -980,6 +1005,12 @@ def add_arguments(p) -> None:
     p.add_argument("--train-seed", type=cli_seed, default=0, help="the training run's seed (default 0)")
     p.add_argument("--out", default=None, help="output directory (default runs/discover/<env>); a rerun "
                    "resumes a killed run")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes (default min(2, CPUs)): the static table and each profile's training run "
+                        "side by side; results do not depend on it")
+    p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                   help="run the jobs as Ray tasks on a cluster (auto: the one this machine belongs to; "
+                        "needs kenv-gym[ray]; see docs/scaling.md)")
     p.add_argument("--no-plots", action="store_true", help="do not write discover.png")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
@@ -987,7 +1018,7 @@ def add_arguments(p) -> None:
 def run_from_args(args) -> DiscoverResult:
     try:
         return discover(args.env, args.profile, args.actions, args.steps, args.seeds, args.train_seed, args.out,
-                        plots=not args.no_plots)
+                        plots=not args.no_plots, workers=args.workers, ray=args.ray, progress="discover")
     except KeyboardInterrupt:
         print(f"kenv discover: interrupted; the same command resumes it (--out {args.out or 'runs/discover/<env>'})",
               file=sys.stderr)

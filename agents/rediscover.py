@@ -1,6 +1,6 @@
 """``kenv rediscover``: does an agent trained with the shipped config find the patch?
 
-    kenv rediscover [--envs ID ...] [--seeds N] [--out DIR] [--workers W] [--json]
+    kenv rediscover [--envs ID ...] [--seeds N] [--out DIR] [--workers W] [--ray auto|ADDRESS] [--json]
 
 For each env (default: every registered ``kenv/*`` id) and each seed 0..N-1:
 
@@ -67,7 +67,7 @@ gives the same table in a fresh directory too (``wall_s`` aside).
 One run per ``--out`` at a time: ``<out>/.lock`` (``flock``) refuses a second one,
 naming the PID of the first.  The worker processes die with the run, ``kill -9``
 included (Linux ``PR_SET_PDEATHSIG``, and a watchdog thread on the parent PID);
-Ctrl-C stops them and exits with status 130.
+Ctrl-C stops them and exits with status 130 (the runner: :mod:`kenv.agents.jobs`).
 
 Work and time: the jobs (one per env and seed, one per context of each env's
 static-action table, then one per env for the oracle and baselines) run in ``--workers``
@@ -89,9 +89,7 @@ import json
 import os
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Callable, Sequence
 
 import numpy as np
@@ -105,6 +103,7 @@ from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_pol
 from .evaluate import ci95, evaluate, evaluate_policy
 from .checkpoints import read_evaluations
 from .config import MAX_TIMESTEPS, load_train_config, make_env, registered_env_ids
+from .jobs import Job, check_ray, check_workers, run_jobs
 from .files import (
     DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, read_json, remove_stale_tmp,
 )
@@ -126,9 +125,8 @@ CHOICE_EPISODES = 3
 #: the margin beyond the 95% intervals, relative to the return
 REL_MARGIN = 0.01
 BASELINE_NAMES = ("original", "pre_patch", "patched", "random")
-#: bounds of --seeds and --workers (far beyond a useful run; a job list stays small)
+#: bound of --seeds (far beyond a useful run; a job list stays small)
 MAX_SEEDS = 1000
-MAX_WORKERS = 256
 
 
 # ------------------------------------------------------------------ static table
@@ -422,83 +420,6 @@ def _quiet(msg: str) -> None:
     pass
 
 
-def _init_worker(parent_pid: int | None = None) -> None:
-    """A worker process: one torch thread, Ctrl-C left to the parent (which stops the
-    workers itself), and death with the parent (:func:`_die_with_parent`)."""
-    import signal
-
-    from .train import configure_torch
-
-    if parent_pid is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        # the parent blocked SIGINT while it started this process (_submit): a Ctrl-C
-        # pressed meanwhile is now pending here, and ignored
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        _die_with_parent(parent_pid)
-    configure_torch()
-
-
-#: Linux prctl(2) option: the signal a process gets when its parent dies
-PR_SET_PDEATHSIG = 1
-#: seconds between two checks of the watchdog thread
-WATCHDOG_PERIOD_S = 0.5
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """End this process when ``parent_pid`` ends, even by SIGKILL: on Linux the kernel
-    sends SIGKILL (prctl PR_SET_PDEATHSIG); everywhere, a daemon thread checks every
-    WATCHDOG_PERIOD_S that the parent is still this process's parent (an orphan is
-    re-parented) and exits otherwise.  Without this, a killed ``kenv rediscover`` left
-    its workers finishing their jobs into --out (and the resource tracker, which ends
-    when they do)."""
-    import signal
-    import threading
-
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent_pid:  # the parent died before prctl
-        os._exit(1)
-
-    def watch() -> None:
-        while True:
-            time.sleep(WATCHDOG_PERIOD_S)
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="kenv-parent-watchdog", daemon=True).start()
-
-
-#: the jobs a worker runs, by name (the name is what crosses to a spawned worker)
-JOBS = MappingProxyType({"table_job": table_job, "baseline_job": baseline_job, "seed_job": seed_job})
-
-
-class _JobConfigError:
-    """A ConfigError raised in a worker, carried back to the parent as data (an exception
-    with keyword-only state does not survive pickling)."""
-
-    def __init__(self, e: ConfigError):
-        self.field, self.value, self.allowed = e.field, repr(e.value) if not _plain(e.value) else e.value, e.allowed
-
-
-def _plain(v) -> bool:
-    return v is None or isinstance(v, (bool, int, float, str))
-
-
-def _call(fn_name: str, *args):
-    """Run the job ``fn_name`` (a name of :data:`JOBS`: a name pickles to a worker where a
-    function defined here would too, but the table says which functions are jobs)."""
-    try:
-        return JOBS[fn_name](*args)
-    except ConfigError as e:
-        return _JobConfigError(e)
-
-
 # ------------------------------------------------------------------- the table
 @dataclass
 class RediscoverResult:
@@ -694,75 +615,11 @@ def build_row(base: dict, learned: dict) -> dict:
 
 
 # ------------------------------------------------------------------------ main
-def _result(res):
-    if isinstance(res, _JobConfigError):
-        raise ConfigError(res.field, res.value, res.allowed)
-    return res
-
-
-def _run_jobs(initial: list[tuple], on_done: Callable[[tuple, dict], list[tuple]], workers: int) -> None:
-    """Run (key, fn_name, args) jobs, inline or in ``workers`` spawned processes;
-    ``on_done`` may return further jobs.  The workers die with this process (SIGKILL
-    included, :func:`_die_with_parent`); on any exception here, KeyboardInterrupt
-    included, they are killed before it propagates."""
-    if workers == 1:
-        _init_worker()
-        queue = deque(initial)
-        while queue:
-            key, name, args = queue.popleft()
-            queue.extend(on_done(key, _result(_call(name, *args))))
-        return
-    import multiprocessing as mp
-    import signal
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    pool = ProcessPoolExecutor(max_workers=min(workers, max(1, len(initial))), mp_context=mp.get_context("spawn"),
-                               initializer=_init_worker, initargs=(os.getpid(),))
-
-    def submit(name: str, args: tuple):
-        # Workers are started by submit(), in this thread: SIGINT blocked meanwhile, so
-        # that a new worker starts with it blocked (the mask survives fork and exec) and
-        # ignores it (_init_worker); here it is delivered once unblocked.
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            return pool.submit(_call, name, *args)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-    try:
-        futs = {submit(name, args): key for key, name, args in initial}
-        while futs:
-            done, _ = wait(futs, return_when=FIRST_COMPLETED)
-            for f in done:
-                key = futs.pop(f)
-                for k2, n2, a2 in on_done(key, _result(f.result())):
-                    futs[submit(n2, a2)] = k2
-    except BaseException:
-        _kill_pool(pool)
-        raise
-    pool.shutdown(wait=True)
-
-
-def _kill_pool(pool) -> None:
-    """Stop a ProcessPoolExecutor now: its workers killed (SIGKILL), not waited for."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython's pid -> Process
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        try:
-            p.kill()
-        except (OSError, ValueError):
-            pass
-    for p in procs:
-        try:
-            p.join(timeout=5)
-        except (OSError, ValueError, AssertionError):
-            pass
-
-
 def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEFAULT_OUT,
                config: str = DEFAULT_CONFIG, algo: str | None = None, workers: int | None = None,
                plots: bool = True, n_timesteps: int | None = None,
-               log: Callable[[str], None] | None = None) -> RediscoverResult:
+               log: Callable[[str], None] | None = None, ray: str | None = None,
+               progress: str | None = None) -> RediscoverResult:
     """Train, evaluate and judge every (env, seed); see the module docstring."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
@@ -781,24 +638,22 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
         log(note)
     algo_name = next(iter(cfgs.values())).algo
     seed_list = list(range(seeds))
-    if workers is None:
-        workers = min(2, os.cpu_count() or 1)
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise ConfigError("--workers", workers, f"an integer in 1..{MAX_WORKERS}")
+    workers = check_workers(workers)
+    check_ray(ray)
     make_out_dir(out, "--out")
     with DirLock(out, "--out"):  # one rediscover per --out at a time
         return _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, workers, plots,
-                                  n_timesteps, log, t0)
+                                  n_timesteps, log, t0, ray, progress)
 
 
 def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, workers, plots, n_timesteps, log,
-                       t0) -> RediscoverResult:
+                       t0, ray=None, progress=None) -> RediscoverResult:
     remove_stale_tmp(out)  # left by an interrupted run
     check_seed_runs(env_ids, seed_list, config, algo, out, n_timesteps)
 
     results: dict[tuple, dict] = {}
     tables: dict[str, dict] = {}
-    jobs: list[tuple] = []
+    jobs: list[Job] = []
     for e in env_ids:
         cached = cached_baselines(e, config, algo, out)
         if cached is not None:
@@ -808,21 +663,23 @@ def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, w
         n_ctx = len(env.unwrapped.mix.contexts())
         env.close()
         tables[e] = {"rows": [None] * n_ctx, "left": n_ctx, "wall_s": 0.0}
-        jobs += [(("table_job", e, i), "table_job", (e, config, algo, i)) for i in range(n_ctx)]
-    jobs = [(("seed_job", e, s), "seed_job", (e, s, config, algo, out, n_timesteps))
+        jobs += [Job(("table_job", e, i), table_job, (e, config, algo, i)) for i in range(n_ctx)]
+    jobs = [Job(("seed_job", e, s), seed_job, (e, s, config, algo, out, n_timesteps))
             for s in seed_list for e in env_ids] + jobs
     n_done = 0
 
-    def on_done(key: tuple, res: dict) -> list[tuple]:
+    def on_done(job: Job, res: dict) -> list[Job]:
         nonlocal n_done
         n_done += 1
+        key = job.key
         if key[0] == "table_job":
             t = tables[key[1]]
             t["rows"][res["index"]] = res["row"]
             t["left"] -= 1
             t["wall_s"] += res["wall_s"]
             if t["left"] == 0:
-                return [(("baseline_job", key[1]), "baseline_job", (key[1], config, algo, out, t["rows"], t["wall_s"]))]
+                return [Job(("baseline_job", key[1]), baseline_job,
+                            (key[1], config, algo, out, t["rows"], t["wall_s"]))]
             return []
         results[key] = res
         if key[0] == "baseline_job":
@@ -832,7 +689,7 @@ def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, w
                 f"evaluation {res['eval_wall_s']:.1f}s")
         return []
 
-    _run_jobs(jobs, on_done, workers)
+    run_jobs(jobs, on_done, workers=workers, ray=ray, progress=progress)
 
     rows, env_docs = [], {}
     for e in env_ids:
@@ -892,6 +749,9 @@ def add_arguments(p) -> None:
     p.add_argument("--algo", default=None, help="ppo, a2c or dqn (default: the config file's name)")
     p.add_argument("--workers", type=int, default=None,
                    help="processes (default min(2, CPUs)); results do not depend on it")
+    p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                   help="run the jobs as Ray tasks on a cluster (auto: the one this machine belongs to; "
+                        "needs kenv-gym[ray]; see docs/scaling.md); --workers is then unused")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG figures")
     p.add_argument("--n-timesteps", type=int, default=None,
                    help="override the config's n_timesteps (quick checks; the claim is for the shipped budget)")
@@ -900,7 +760,8 @@ def add_arguments(p) -> None:
 def run_from_args(args) -> RediscoverResult:
     try:
         return rediscover(args.envs, args.seeds, args.out, args.config, args.algo, args.workers,
-                          plots=not args.no_plots, n_timesteps=args.n_timesteps)
+                          plots=not args.no_plots, n_timesteps=args.n_timesteps, ray=args.ray,
+                          progress="rediscover")
     except KeyboardInterrupt:
         print(f"kenv rediscover: interrupted; the same command resumes it (--out {args.out})", file=sys.stderr)
         raise SystemExit(130) from None

@@ -1,0 +1,264 @@
+"""One job runner for ``kenv rediscover`` and ``kenv discover`` (and the benchmark table).
+
+A :class:`Job` is a module-level function and its arguments; :func:`run_jobs` runs a list
+of them and hands each result to ``on_done``, which may return further jobs (e.g. the
+oracle once every context of a static table is in).  Back-ends:
+
+- inline (``workers == 1`` and no ``ray``): in this process, in order;
+- a local pool of ``workers`` *spawned* processes, one torch thread each.  The workers die
+  with this process, ``kill -9`` included (Linux ``PR_SET_PDEATHSIG`` and a watchdog
+  thread on the parent PID, :func:`_die_with_parent`); on any exception here,
+  KeyboardInterrupt included, they are killed before it propagates (:func:`_kill_pool`);
+- Ray (``ray="auto"`` or a cluster address, the optional extra ``kenv-gym[ray]``): each job
+  is a Ray task carrying its function and arguments; a task whose worker dies is retried
+  (``RAY_MAX_RETRIES``), and if it still fails the run stops with an error naming the job.
+
+The results come back to this process, in completion order; a job's result depends only
+on its arguments, so the output does not depend on the back-end or the number of workers.
+``progress``: a label for one tqdm bar over all jobs (on stderr), or None for no bar.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from kenv.errors import ConfigError
+
+#: times Ray runs a task again when its worker process or node dies (Ray's max_retries)
+RAY_MAX_RETRIES = 3
+#: bound of --workers (far beyond a useful run)
+MAX_WORKERS = 256
+#: how to get the Ray back-end (the one-line error of --ray without it)
+RAY_INSTALL = "pip install 'kenv-gym[ray]'"
+
+
+@dataclass(frozen=True)
+class Job:
+    """``fn(*args)`` in a worker; ``key`` (hashable) names the job in errors and progress.
+    ``fn`` is a module-level function (pickled by reference)."""
+
+    key: tuple
+    fn: Callable
+    args: tuple = ()
+
+
+def check_workers(workers: Any) -> int:
+    """--workers: None is the default, ``min(2, CPUs)``."""
+    if workers is None:
+        return min(2, os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError("--workers", workers, f"an integer in 1..{MAX_WORKERS}")
+    return workers
+
+
+def check_ray(ray: str | None, flag: str = "--ray") -> str | None:
+    """``--ray`` checked before any work: None, ``auto`` or an address; Ray importable."""
+    if ray is None:
+        return None
+    if not isinstance(ray, str) or not ray.strip():
+        raise ConfigError(flag, ray, "auto or a Ray cluster address (host:port, ray://host:port)")
+    try:
+        import ray as _  # noqa: F401
+    except ImportError:
+        raise ConfigError(flag, ray, f"a run with Ray installed: {RAY_INSTALL}") from None
+    return ray
+
+
+def run_jobs(jobs: Iterable[Job], on_done: Callable[[Job, Any], list[Job]], *, workers: int = 1,
+             ray: str | None = None, progress: str | None = None) -> None:
+    """Run ``jobs`` (see the module docstring); ``on_done(job, result)`` returns further jobs."""
+    initial = list(jobs)
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(initial), desc=progress, unit="job", disable=progress is None, file=sys.stderr,
+               dynamic_ncols=True)
+
+    def done(job: Job, res: Any) -> list[Job]:
+        more = list(on_done(job, _result(job, res)))
+        bar.update(1)
+        if more:
+            bar.total += len(more)
+            bar.refresh()
+        return more
+
+    try:
+        if ray is not None:
+            _run_ray(initial, done, ray)
+        elif workers == 1:
+            _init_worker()
+            queue = deque(initial)
+            while queue:
+                job = queue.popleft()
+                queue.extend(done(job, _call(job.fn, *job.args)))
+        else:
+            _run_pool(initial, done, workers)
+    finally:
+        bar.close()
+
+
+def _run_pool(initial: list[Job], done: Callable[[Job, Any], list[Job]], workers: int) -> None:
+    import multiprocessing as mp
+    import signal
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pool = ProcessPoolExecutor(max_workers=min(workers, max(1, len(initial))), mp_context=mp.get_context("spawn"),
+                               initializer=_init_worker, initargs=(os.getpid(),))
+
+    def submit(job: Job):
+        # Workers are started by submit(), in this thread: SIGINT blocked meanwhile, so
+        # that a new worker starts with it blocked (the mask survives fork and exec) and
+        # ignores it (_init_worker); here it is delivered once unblocked.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return pool.submit(_call, job.fn, *job.args)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    try:
+        futs = {submit(job): job for job in initial}
+        while futs:
+            ready, _ = wait(futs, return_when=FIRST_COMPLETED)
+            for f in ready:
+                job = futs.pop(f)
+                for j2 in done(job, f.result()):
+                    futs[submit(j2)] = j2
+    except BaseException:
+        _kill_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _ray_task(fn: Callable, args: tuple):
+    """A job in a Ray worker: one torch thread, ConfigError carried back as data."""
+    from .train import configure_torch
+
+    configure_torch()
+    return _call(fn, *args)
+
+
+def _run_ray(initial: list[Job], done: Callable[[Job, Any], list[Job]], address: str) -> None:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    task = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(_ray_task)
+    refs = {task.remote(job.fn, job.args): job for job in initial}
+    try:
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            job = refs.pop(ready[0])
+            try:
+                res = ray.get(ready[0])
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                    ray.exceptions.RayTaskError) as e:
+                raise RuntimeError(f"job {_name(job)} failed on Ray after {RAY_MAX_RETRIES} retries: "
+                                   f"{type(e).__name__}; the same command resumes the run") from e
+            for j2 in done(job, res):
+                refs[task.remote(j2.fn, j2.args)] = j2
+    except BaseException:
+        for r in refs:
+            ray.cancel(r, force=True)
+        raise
+
+
+def _name(job: Job) -> str:
+    return " ".join(str(k) for k in job.key)
+
+
+class _JobConfigError:
+    """A ConfigError raised in a worker, carried back to the parent as data (an exception
+    with keyword-only state does not survive pickling)."""
+
+    def __init__(self, e: ConfigError):
+        self.field, self.value, self.allowed = e.field, repr(e.value) if not _plain(e.value) else e.value, e.allowed
+
+
+def _plain(v) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _call(fn: Callable, *args):
+    """Run one job; a ConfigError comes back as data (:class:`_JobConfigError`)."""
+    try:
+        return fn(*args)
+    except ConfigError as e:
+        return _JobConfigError(e)
+
+
+def _result(job: Job, res):
+    if isinstance(res, _JobConfigError):
+        raise ConfigError(res.field, res.value, res.allowed)
+    return res
+
+
+def _kill_pool(pool) -> None:
+    """Stop a ProcessPoolExecutor now: its workers killed (SIGKILL), not waited for."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython's pid -> Process
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.kill()
+        except (OSError, ValueError):
+            pass
+    for p in procs:
+        try:
+            p.join(timeout=5)
+        except (OSError, ValueError, AssertionError):
+            pass
+
+
+def _init_worker(parent_pid: int | None = None) -> None:
+    """A worker process: one torch thread, Ctrl-C left to the parent (which stops the
+    workers itself), and death with the parent (:func:`_die_with_parent`)."""
+    import signal
+
+    from .train import configure_torch
+
+    if parent_pid is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # the parent blocked SIGINT while it started this process (submit): a Ctrl-C
+        # pressed meanwhile is now pending here, and ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        _die_with_parent(parent_pid)
+    configure_torch()
+
+
+#: Linux prctl(2) option: the signal a process gets when its parent dies
+PR_SET_PDEATHSIG = 1
+#: seconds between two checks of the watchdog thread
+WATCHDOG_PERIOD_S = 0.5
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` ends, even by SIGKILL: on Linux the kernel
+    sends SIGKILL (prctl PR_SET_PDEATHSIG); everywhere, a daemon thread checks every
+    WATCHDOG_PERIOD_S that the parent is still this process's parent (an orphan is
+    re-parented) and exits otherwise.  Without this, a killed ``kenv rediscover`` left
+    its workers finishing their jobs into --out (and the resource tracker, which ends
+    when they do)."""
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCHDOG_PERIOD_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kenv-parent-watchdog", daemon=True).start()

@@ -1,0 +1,164 @@
+"""``kenv rediscover --ray``: a local Ray cluster (a head and one extra worker node on the
+loopback address) gives the process pool's table, and survives a worker killed mid-job.
+
+Skipped without the optional extra ``kenv-gym[ray]``."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is the optional extra kenv-gym[ray] (pip install -e '.[ray]')")
+
+ENVS = ["kenv/HwrngWait-v0", "kenv/RandomMix-v0"]
+#: two whole rollouts of both envs' shipped configs: cheap, and long enough to kill a job mid-run
+STEPS = "1024"
+#: the Ray task's process title while it runs a job (kenv.agents.jobs._ray_task)
+TASK_TITLE = b"ray::_ray_task"
+
+
+def _ray(*args):
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "ray"), *args, "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=120)
+
+
+def _pids_with(text: bytes) -> list[int]:
+    """This user's processes whose command line holds ``text``."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if text in f.read():
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def _children(pids: set[int]) -> set[int]:
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) in pids:
+                        out.add(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """``ray start``: a head and one extra worker node, one CPU each, on 127.0.0.1, in a
+    temporary directory of their own; the teardown ends the processes that name it, by
+    their ids (not ``ray stop``, which would end every Ray of this user)."""
+    tmp = tempfile.mkdtemp(prefix="kray", dir="/tmp")   # (short: Ray's socket paths must be)
+    port = "6" + str(os.getpid() % 1000 + 100)
+    try:
+        _ray("start", "--head", "--node-ip-address", "127.0.0.1", "--port", port, "--num-cpus", "1",
+             "--include-dashboard=false", "--temp-dir", tmp)
+        _ray("start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1")
+        yield f"127.0.0.1:{port}"
+    finally:
+        for _ in range(3):
+            ours = set(_pids_with(tmp.encode()) + _pids_with(f"127.0.0.1:{port}".encode()))
+            for pid in ours | _children(ours):   # (the raylets' agents retitle themselves ray::...)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def rediscover(out, *extra, wait=True):
+    cmd = [sys.executable, "-m", "kenv.cli", "rediscover", "--envs", *ENVS, "--seeds", "2", "--n-timesteps", STEPS,
+           "--out", str(out), "--no-plots", *extra]
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return table(out)
+
+
+def table(out):
+    with open(os.path.join(out, "rediscover.json")) as f:
+        return _no_walls(json.load(f))
+
+
+def _no_walls(doc):
+    """The table without its wall times (and the --out it names)."""
+    if isinstance(doc, dict):
+        return {k: _no_walls(v) for k, v in doc.items() if not k.endswith("wall_s") and k != "out"}
+    if isinstance(doc, list):
+        return [_no_walls(v) for v in doc]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def pool_table(tmp_path_factory):
+    return rediscover(tmp_path_factory.mktemp("pool"), "--workers", "2")
+
+
+def _diff(a, b, path="") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}.{k}: only in one" for k in set(a) ^ set(b)]
+        for k in set(a) & set(b):
+            out += _diff(a[k], b[k], f"{path}.{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+def test_ray_table_equals_the_process_pool_table(cluster, pool_table, tmp_path):
+    got = rediscover(tmp_path / "ray", "--ray", cluster)
+    assert len(got["rows"]) == 4
+    assert _diff(pool_table, got) == []
+
+
+def _task_pids() -> list[int]:
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if f.read().startswith(TASK_TITLE):
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def test_a_ray_worker_killed_mid_job_is_survived(cluster, pool_table, tmp_path):
+    before = set(_task_pids())   # (another Ray run on this machine: not ours to kill)
+    p = rediscover(tmp_path / "ray", "--ray", cluster, wait=False)
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and p.poll() is None and time.monotonic() < deadline:
+        mine = [q for q in _task_pids() if q not in before]
+        if mine:
+            time.sleep(2.0)   # into the job (imports, then training)
+            os.kill(mine[0], signal.SIGKILL)
+            killed = mine[0]
+        time.sleep(0.1)
+    _, err = p.communicate(timeout=900)
+    assert killed is not None, "no Ray task process seen"
+    assert p.returncode == 0, err.decode()[-3000:]
+    assert _diff(pool_table, table(tmp_path / "ray")) == []
+
+
+def test_ray_without_a_cluster_is_a_one_line_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "kenv.cli", "rediscover", "--envs", ENVS[0], "--out", str(tmp_path),
+                        "--ray", ""], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "--ray" in r.stderr and "Traceback" not in r.stderr
