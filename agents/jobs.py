@@ -145,7 +145,11 @@ def _run_ray(initial: list[Job], done: Callable[[Job, Any], list[Job]], address:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ConfigError("--ray", address, "auto on a node of a running cluster (ray start, docs/scaling.md) "
+                              f"or the address of one ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
     task = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(_ray_task)
     refs = {task.remote(job.fn, job.args): job for job in initial}
     try:
