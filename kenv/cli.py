@@ -203,6 +203,10 @@ def _json_safe(obj: object) -> object:
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_old_versions()
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:   # a bare `kenv`: its commands, as pip and docker list theirs
+        sys.stdout.write(parser.format_help())
+        return 0
     args, rest = parser.parse_known_args(argv)
     prog = getattr(args, "_prog", parser.prog)   # argparse's prefix for the subcommand: kenv discover
     if rest:   # (parse_args would say "kenv: error:" for every subcommand)

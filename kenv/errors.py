@@ -7,11 +7,66 @@ is allowed, so a user can fix the call without reading the source.
 from __future__ import annotations
 
 
+class _Shown:
+    """A value that crosses pickling as its ``repr`` (all an error's message shows of it):
+    a ConfigError about an unpicklable value (a lambda, an open file) still pickles."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+#: ConfigError's "no value given": the one argument is an error to copy or a message
+_COPY = object()
+
+
+def _plain(value: object) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
 class ConfigError(ValueError):
     """A bad configuration value: ``field`` got ``value``; ``allowed`` says what fits."""
 
-    def __init__(self, field: str, value: object, allowed: str):
+    def __init__(self, field: "str | ConfigError", value: object = _COPY, allowed: str = ""):
+        if value is _COPY:
+            # One argument, as Python's exception protocol builds errors: libraries
+            # re-raise an error as ``type(e)(e)`` (gymnasium's AsyncVectorEnv, a
+            # worker's error) or ``type(e)(f"{e} ...")`` (gym.make, a TypeError).
+            if isinstance(field, ConfigError):   # a copy
+                field, value, allowed = field.field, field.value, field.allowed
+            else:                                # a message (its cause names the field)
+                self.field, self.value, self.allowed = "", None, ""
+                super().__init__(str(field))
+                return
         self.field = field
         self.value = value
         self.allowed = allowed
         super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+
+    def __reduce__(self):
+        # Exception pickling replays ``cls(*self.args)``, one message for three
+        # parameters: an error raised in a subprocess (gym's AsyncVectorEnv, a pool
+        # worker) then failed to unpickle as an unrelated TypeError and hung close().
+        if not self.field:   # built from a message
+            return type(self), (str(self),)
+        value = self.value if _plain(self.value) else _Shown(repr(self.value))
+        return type(self), (self.field, value, self.allowed)
+
+
+class UnknownKeywordError(ConfigError, TypeError):
+    """A keyword argument an env does not take.  Also a TypeError, whose message says
+    ``unexpected keyword argument 'NAME'`` as Python's own does: client libraries pass
+    optional keywords by convention and fall back on exactly that error (TorchRL's
+    ``GymEnv`` passes ``frameskip=1`` and retries without it,
+    ``torchrl/envs/libs/gym.py`` ``ACCEPTED_TYPE_ERRORS``)."""
+
+    def __init__(self, field: "str | ConfigError", value: object = _COPY, allowed: str = ""):
+        if value is _COPY and isinstance(field, ConfigError):   # a copy
+            field, value, allowed = field.field, field.value, field.allowed
+        if value is _COPY:                                     # a message
+            super().__init__(field)
+            return
+        super().__init__(field, value, f"{allowed} (unexpected keyword argument {field!r})")
+        self.allowed = allowed   # (as given: pickling and copies rebuild the message from it)

@@ -225,3 +225,13 @@ def test_seed_is_not_taken_for_seeds(command, tmp_path, monkeypatch, capsys):
     [line] = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and line.startswith(f"kenv {command[0]}: error: argument --seed: got '3'; "), line
     assert "--seeds N" in line and os.listdir(tmp_path) == []
+
+
+def test_a_bare_kenv_lists_its_commands():
+    """`kenv` alone prints its commands (it printed one error line, "the following
+    arguments are required: command")."""
+    r = subprocess.run([sys.executable, "-m", "kenv.cli"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert r.returncode == 0 and r.stderr == ""
+    for command in ("experiment", "reproduce", "evaluate", "bench", "train", "rediscover", "discover", "trace"):
+        assert command in r.stdout

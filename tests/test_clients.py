@@ -295,6 +295,64 @@ def test_a_crash_in_an_async_worker_fails_fast_and_close_returns():
     assert _bounded(run, seconds=2 * TIMEOUT_S)
 
 
+@pytest.mark.parametrize("autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_a_config_error_in_an_async_worker_arrives_as_itself_and_close_returns(autoreset):
+    """kenv's own error, raised in a worker, crosses the pipe: it used to fail to
+    unpickle (an unrelated TypeError in the parent) and close() then hung (issue #39)."""
+    import time
+
+    from kenv.errors import ConfigError
+
+    def run():
+        v = gym.make_vec("kenv/Raid6Bench-v0", 2, vectorization_mode="async",
+                         vector_kwargs={"autoreset_mode": autoreset})
+        try:
+            with pytest.raises(ConfigError, match="preempt: got 'bogus'"):
+                v.reset(seed=0, options={"scenario": {"preempt": "bogus"}})
+        finally:
+            t0 = time.monotonic()
+            v.close()
+            took = time.monotonic() - t0
+        return took
+
+    assert _bounded(run, seconds=2 * TIMEOUT_S) < 1.0
+
+
+def test_every_kenv_exception_pickles_with_its_message_and_fields():
+    import pickle
+
+    from kenv.errors import ConfigError, UnknownKeywordError
+    from kenv.sim.engine import SimulationError
+
+    errors = [ConfigError("scenario.preempt", "bogus", "none, voluntary, full, rt"),
+              ConfigError("reward_weights", {"entropy": [1, 2]}, "a mapping of floats"),
+              ConfigError("actions", lambda: 0, "a list of names"),   # an unpicklable value: its repr crosses
+              UnknownKeywordError("frameskip", 1, "none: this env takes no frameskip"),
+              UnknownKeywordError("frameskip: got 1; allowed: ... was raised from the environment creator"),
+              ConfigError(ConfigError("preempt", "bogus", "rt")),
+              SimulationError("event at -1 ns: in the past")]
+    for e in errors:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+        if isinstance(e, ConfigError):
+            assert (back.field, back.allowed) == (e.field, e.allowed)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_an_unknown_keyword_is_the_type_error_clients_fall_back_on(env_id):
+    """TorchRL's GymEnv passes frameskip=1 to every env and retries without it only on a
+    TypeError saying ``unexpected keyword argument 'frameskip'``; kenv's error is also a
+    ConfigError naming the field, the value and the env's keyword arguments."""
+    from kenv.errors import ConfigError
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frameskip'") as info:
+        gym.make(env_id, frameskip=1)
+    # gym.make re-raises a creator's TypeError as type(e)(f"{e} was raised ..."), from e
+    err = info.value.__cause__ or info.value
+    assert isinstance(info.value, ConfigError) and isinstance(err, ConfigError) and err.field == "frameskip"
+    assert "got 1" in str(info.value) and "keyword arguments:" in str(info.value)
+
+
 def _run_sb3(venv, steps: int) -> int:
     venv.seed(3)
     venv.reset()

@@ -18,8 +18,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from ..errors import ConfigError, UnknownKeywordError
 from ..fastforward.hwrng import HwrngLearned
-from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS
 from ..schema import (
     check_fast_forward, check_kernel_option, check_load_balance, check_phases, check_render_mode,
@@ -76,6 +76,13 @@ class FastForwardMemory:
         self.qperf = QperfLearned()
 
 
+#: keyword arguments that client libraries pass to every env by convention and drop when
+#: the env refuses them with a TypeError about an unexpected keyword: TorchRL's GymEnv
+#: passes ``frameskip`` (torchrl/envs/libs/gym.py, ACCEPTED_TYPE_ERRORS).  (Gymnasium's
+#: ``render_mode``, the other one it lists, every kenv env takes.)
+CLIENT_KEYWORDS = frozenset({"frameskip"})
+
+
 class KenvEnv(gym.Env):
     """Base class; see the subclasses' docstrings for the documentation pages."""
 
@@ -127,11 +134,14 @@ class KenvEnv(gym.Env):
 
     def __new__(cls, *args, **kwargs):
         """Refuse a keyword argument the env does not take with a ConfigError naming it,
-        its value and the env's keyword arguments (Python's TypeError names neither)."""
+        its value and the env's keyword arguments (Python's TypeError names neither).
+        A keyword that client libraries pass by convention (:data:`CLIENT_KEYWORDS`) is
+        refused with the TypeError they fall back on (:class:`UnknownKeywordError`)."""
         names = cls._KEYWORDS
         for name, value in kwargs.items():
             if name not in names:
-                raise ConfigError(name, value, f"none: {cls.__name__} ({cls.ENV_ID.rsplit('-v', 1)[0]}-v*) takes "
+                error = UnknownKeywordError if name in CLIENT_KEYWORDS else ConfigError
+                raise error(name, value, f"none: {cls.__name__} ({cls.ENV_ID.rsplit('-v', 1)[0]}-v*) takes "
                                   f"no {name}; its keyword arguments: {', '.join(names)}")
         return super().__new__(cls)
 
