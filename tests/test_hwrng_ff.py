@@ -547,3 +547,18 @@ def test_words_landing_faster_than_a_read_decline_spinning():
     on, ff = _run(True, wait="cpu_relax", word_rate_hz=1_000_000, until_s=0.55)
     assert ff.learned.declines[Reason.SPIN_WORDS_OVERLAP] > 0
     assert on == _run(False, wait="cpu_relax", word_rate_hz=1_000_000, until_s=0.55)[0]
+
+
+def test_fast_forward_code_names_no_wait_kind():
+    """What a wait kind means to the fast-forward is declared once by the
+    driver (kenv.drivers.hwrng.WAIT_KIND): kenv/fastforward/ names no kind,
+    so adding one touches no file there."""
+    from pathlib import Path
+
+    from kenv.drivers.hwrng import WAIT_KINDS
+    import kenv.fastforward
+
+    for path in Path(kenv.fastforward.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        named = [kind for kind in WAIT_KINDS if f'"{kind}"' in text or f"'{kind}'" in text]
+        assert not named, f"{path.name} names wait kinds {named}: declare their meaning in WAIT_KIND"
