@@ -53,6 +53,9 @@ def algorithms() -> dict[str, type]:
 
 
 ALGO_NAMES = ("ppo", "a2c", "dqn")
+# Gymnasium render modes that draw nothing on a screen (gymnasium.Env.render docs: "human"
+# opens a window); training runs headless and in worker processes, so "human" is refused.
+HEADLESS_RENDER_MODES = ("rgb_array", "ansi", "rgb_array_list", "ansi_list")
 
 
 # ---------------------------------------------------------------------------- config
@@ -186,6 +189,10 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
     env_kwargs = block.pop("env_kwargs", None) or {}
     if not isinstance(env_kwargs, dict):
         raise ConfigError(f"{where}.env_kwargs", env_kwargs, "a mapping of gym.make keyword arguments")
+    mode = env_kwargs.get("render_mode")
+    if mode is not None and mode not in HEADLESS_RENDER_MODES:  # training opens no window
+        raise ConfigError(f"{where}.env_kwargs.render_mode", mode,
+                          "a mode that needs no screen: " + ", ".join(HEADLESS_RENDER_MODES) + " or none")
     env_wrapper = block.pop("env_wrapper", None)
     params = inspect.signature(cls.__init__).parameters
     allowed = sorted(p for p in params if p not in RESERVED_KEYS and params[p].kind == params[p].POSITIONAL_OR_KEYWORD)

@@ -111,6 +111,9 @@ def check_reward_weights(value: Any, field: str = "reward_weights") -> dict[str,
     if value is not None and not isinstance(value, Mapping):
         raise ConfigError(field, value, "None or a mapping {component: weight} with components "
                           + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED)
+    for c, w in (value or {}).items():  # a None weight would be dropped silently below
+        if w is None:
+            raise ConfigError(f"{field}.{c}", w, WEIGHT_ALLOWED + " (leave the component out to keep its weight)")
     m = validate(_OVERRIDES, None if value is None else dict(value), field,
                  "components " + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED)
     return {} if m is None else {c: w for c, w in m.model_dump().items() if w is not None}

@@ -456,3 +456,13 @@ def test_stale_tmp_cleanup_removes_only_kenvs_own_files_and_modes_follow_the_uma
     finally:
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640
+
+
+def test_cli_train_refuses_a_render_mode_that_needs_a_screen(tmp_path, capsys):
+    """issue #43: ``render_mode: human`` passed validation and died 30 s later; now a one-line
+    config error naming the field, before anything is written."""
+    (tmp_path / "ppo.yaml").write_text("kenv/Raid6Bench-v0: {n_timesteps: 1024, env_kwargs: {render_mode: human}}\n")
+    line = _cli_error(capsys, ["train", "--config", str(tmp_path / "ppo.yaml"), "--env", ENV,
+                               "--out", str(tmp_path / "run")])
+    assert "env_kwargs.render_mode" in line and "human" in line and "rgb_array" in line
+    assert not (tmp_path / "run").exists()
