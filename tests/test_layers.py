@@ -41,6 +41,10 @@ LAYERS = (
 _PREFIXES = {
     "kenv.errors": "base", "kenv.schema": "base",
     "kenv.sim": "sim", "kenv.kernel": "kernel", "kenv.drivers": "drivers",
+    # the fast-forwards, in the drivers' layer while the drivers and QperfPair still
+    # build their own (DESIGN.md puts kenv/fastforward after the workloads, attached
+    # from outside: issue #44, not done yet)
+    "kenv.fastforward": "drivers",
     "kenv.workloads": "workloads", "kenv.platforms": "platforms",
     "kenv.experiments": "experiments", "kenv.subsystems": "subsystems",
     "kenv.trace": "trace", "kenv.trace.cli": "cli",

@@ -7,7 +7,7 @@ returns of the learned policy and of the same episodes with the patched value fo
 
 from __future__ import annotations
 
-from agents.rediscover import build_row, combine_verdicts, decision_verdict
+from kenv.agents.rediscover import build_row, combine_verdicts, decision_verdict
 
 LEARNED_RETURNS = [50.0, 52.0, 48.0]
 

@@ -42,6 +42,8 @@ is running, a few hundred ns here); ``mix_pool_bytes()`` costs no CPU time;
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -163,12 +165,12 @@ class WaitKind:
     hrtimer_arg: int | None = None
 
 
-WAIT_KIND = {
+WAIT_KIND = MappingProxyType({
     "cpu_relax": WaitKind(arity=0, sleeps=False, on_timer_wheel=False),
     "hwrng_msleep": WaitKind(arity=1, sleeps=True, on_timer_wheel=True),
     "hwrng_yield": WaitKind(arity=0, sleeps=True, on_timer_wheel=True),
     "usleep_range": WaitKind(arity=2, sleeps=True, on_timer_wheel=False, hrtimer_arg=1),
-}
+})
 WAIT_KINDS = tuple(WAIT_KIND)
 #: the largest wait argument: the kernel's ``unsigned int msecs`` of
 #: hwrng_msleep() (usleep_range's unsigned longs are held to the same bound)
