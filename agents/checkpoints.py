@@ -20,8 +20,8 @@ import os
 from typing import Callable
 
 import numpy as np
-import yaml
 
+from kenv.envs.config import read_yaml_file
 from kenv.errors import ConfigError
 
 from .config import TrainConfig, make_train_vec_env
@@ -216,11 +216,7 @@ def read_run_yaml_checked(run_dir: str) -> dict | None:
     if not os.path.lexists(path):
         return None
     allowed = "the YAML mapping kenv train writes (env, algo, seed, fingerprint, ...)"
-    try:
-        with open(path, encoding="utf-8") as f:
-            run = yaml.safe_load(f)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(path, "unreadable", f"{allowed} ({type(e).__name__})") from None
+    run = read_yaml_file(path, path)
     if not isinstance(run, dict) or not isinstance(run.get("fingerprint"), str):
         raise ConfigError(path, type(run).__name__ if not isinstance(run, dict) else "no fingerprint", allowed)
     return run

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 import numpy as np
-import yaml
 
+from kenv.envs.config import read_yaml_file
 from kenv.errors import ConfigError
 
 from .baselines import Policy
@@ -60,10 +60,12 @@ def load_model(path: str, algo: str | None = None):
 
 
 def read_run_yaml(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, "run.yaml")
+    if not os.path.isfile(path):
+        return None
     try:
-        with open(os.path.join(run_dir, "run.yaml"), encoding="utf-8") as f:
-            run = yaml.safe_load(f)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        run = read_yaml_file(path, "run.yaml")
+    except ConfigError:
         return None
     return run if isinstance(run, dict) else None
 
