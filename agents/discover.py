@@ -566,8 +566,8 @@ def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed:
     with refusing_other_training(out):
         res = train(targs, cfg, log=lambda s: None)
     t0 = time.perf_counter()
-    model = load_model(run_dir, cfg.algo)
     env = make_env(cfg)
+    model = load_model(run_dir, cfg.algo, env=env)
     base = env.unwrapped
     learned = ModelPolicy(model)
     held_states: list = []

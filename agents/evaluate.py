@@ -98,9 +98,11 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
 
 def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int = 20, seed: int = 0,
              profile: str = "balanced", env_kwargs: Mapping[str, Any] | None = None,
-             extra: Mapping[str, Policy] | None = None, model: str | None = None) -> EvalResult:
+             extra: Mapping[str, Policy] | None = None, model: str | None = None,
+             trust_model: bool = False) -> EvalResult:
     """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``;
-    ``model``: the path of an SB3 model for this env, scored as the row ``model``."""
+    ``model``: the path of an SB3 model for this env, scored as the row ``model`` (read
+    without unpickling unless ``trust_model``: :mod:`kenv.agents.models`)."""
     if episodes < 1:
         raise ConfigError("episodes", episodes, "an integer >= 1")
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
@@ -109,7 +111,7 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
             raise ConfigError("policy", n, ", ".join(BASELINES) + ", all")
     env = make_env(env_id, profile=profile, **dict(env_kwargs or {}))
     if model is not None:   # checked before any episode runs
-        extra = {**dict(extra or {}), "model": model_policy(model, env)}
+        extra = {**dict(extra or {}), "model": model_policy(model, env, trust_model)}
     out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
     for n in names:
         try:
@@ -134,52 +136,13 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
     return gym.make(env_id, **kwargs)
 
 
-def model_policy(path: str, env: gym.Env) -> Policy:
+def model_policy(path: str, env: gym.Env, trust: bool = False) -> Policy:
     """The SB3 model at ``path`` (a ``.zip``, or a ``kenv train`` run directory) as a
     deterministic policy for ``env``; a :class:`ConfigError` naming ``--model`` if the
-    file is missing, is not an SB3 model, or was trained on other spaces."""
-    import os
-    import zipfile
+    file is missing, is not an SB3 model, cannot be checked without unpickling (unless
+    ``trust``: :mod:`kenv.agents.models`), or was trained on other spaces."""
+    from .policy import ModelPolicy, load_model
 
-    from .config import ALGO_NAMES, algorithms
-    from .policy import ModelPolicy, read_run_yaml
-
-    label = "--model"
-    run_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    file = os.path.join(path, "model.zip") if os.path.isdir(path) else path
-    if not os.path.isfile(file):
-        raise ConfigError(label, path, "an existing SB3 model .zip (kenv train's model.zip, or model.save())")
-    if not zipfile.is_zipfile(file):
-        raise ConfigError(label, path, "an SB3 model .zip (this file is not a zip archive)")
-    # the algorithm: from the run's run.yaml (kenv train), else the first that loads
-    algo = (read_run_yaml(run_dir) or {}).get("algo")
-    tried = [algo] if algo in ALGO_NAMES else list(ALGO_NAMES)
-    model, why = None, ""
-    for name in tried:
-        try:
-            model = algorithms()[name].load(file, device="cpu")
-            break
-        except Exception as e:  # noqa: BLE001 - any failure to load is a bad --model
-            why = f"{type(e).__name__}: {e}".splitlines()[0][:120]
-    if model is None:
-        raise ConfigError(label, path, f"an SB3 model .zip of {', '.join(tried)} (loading failed: {why})")
-    check_model_fits(model, env, label, path)
-    return ModelPolicy(model, name="model")
+    return ModelPolicy(load_model(path, env=env, trust=trust), name="model")
 
 
-def check_model_fits(model, env: gym.Env, label: str, path: str) -> None:
-    """A ConfigError naming ``label`` and ``path`` unless ``model``'s spaces are ``env``'s
-    (a model trained on another env, version or action set)."""
-    if model.observation_space != env.observation_space or model.action_space != env.action_space:
-        env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-        raise ConfigError(label, path, f"a model trained on {env_id} with these arguments: observation "
-                                       f"{_space(env.observation_space)}, action {_space(env.action_space)} "
-                                       f"(this model: observation {_space(model.observation_space)}, "
-                                       f"action {_space(model.action_space)})")
-
-
-def _space(space: gym.Space) -> str:
-    """A one-line description of a space (Box: its shape only)."""
-    if isinstance(space, gym.spaces.Box):
-        return f"Box{space.shape}"
-    return str(space).replace("\n", " ")

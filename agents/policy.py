@@ -10,6 +10,7 @@ action it takes there and the share of steps it takes it.
 from __future__ import annotations
 
 import os
+import zipfile
 from collections import Counter
 from typing import Any, Mapping
 
@@ -19,8 +20,10 @@ import numpy as np
 from kenv.envs.config import read_yaml_file
 from kenv.errors import ConfigError
 
+from . import models
 from .baselines import Policy
 from .config import ALGO_NAMES, algorithms
+from .models import zip_algo_hint
 
 #: first seed of the evaluation episodes (episode i resets with EVAL_SEED + i); the same
 #: for every training seed, so that learning curves and baselines share their episodes
@@ -42,21 +45,50 @@ class ModelPolicy(Policy):
         return action
 
 
-def load_model(path: str, algo: str | None = None):
-    """A saved model (``model.zip`` of a run dir, or any SB3 zip); ``algo`` read from
-    the run's ``run.yaml`` when omitted."""
+def load_model(path: str, algo: str | None = None, *, env: gym.Env | None = None, trust: bool = False,
+               label: str = "--model"):
+    """A saved model (``model.zip`` of a run dir, or any SB3 zip) to act in ``env``
+    (default: the env the run's ``run.yaml`` names).
+
+    ``algo`` is read from ``run.yaml`` when omitted, else each algorithm is tried, the
+    likeliest first.  Nothing in the file is unpickled unless ``trust``
+    (:mod:`kenv.agents.models`); a file that does not load is a ConfigError naming
+    ``label``."""
     if os.path.isdir(path):
-        run = read_run_yaml(path)
-        algo = algo or (run or {}).get("algo")
         path = os.path.join(path, "model.zip")
-    if algo is None:
-        d = os.path.dirname(os.path.abspath(path))
-        algo = (read_run_yaml(d) or read_run_yaml(os.path.dirname(d)) or {}).get("algo")
-    if algo not in ALGO_NAMES:
-        raise ConfigError("algo", algo, ", ".join(ALGO_NAMES) + " (no run.yaml beside the model)")
+    d = os.path.dirname(os.path.abspath(path))
+    run = read_run_yaml(d) or read_run_yaml(os.path.dirname(d)) or {}
+    algo = algo or run.get("algo")
+    if env is None:
+        env = _env_of_run(run, label, path)
     if not os.path.isfile(path):
-        raise ConfigError("model", path, "an existing SB3 .zip file")
-    return algorithms()[algo].load(path, device="cpu")
+        raise ConfigError(label, path, "an existing SB3 model .zip (kenv train's model.zip, or model.save())")
+    if not zipfile.is_zipfile(path):
+        raise ConfigError(label, path, "an SB3 model .zip (this file is not a zip archive)")
+    tried = [algo] if algo in ALGO_NAMES else zip_algo_hint(path)
+    errors = []
+    for name in tried:
+        try:
+            return models.load_model(path, algorithms()[name], env, trust=trust, label=label)
+        except ConfigError as e:
+            errors.append(e)
+        except Exception as e:  # noqa: BLE001 - a trusted load that fails: a bad --model
+            errors.append(ConfigError(label, path, f"an SB3 model .zip of {name} "
+                                      f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})"))
+    raise errors[0] if len(errors) == 1 else ConfigError(label, path, "an SB3 model .zip of " + ", ".join(tried)
+                                                         + f" (as {tried[0]}: {errors[0].allowed})")
+
+
+def _env_of_run(run: dict, label: str, path: str) -> gym.Env:
+    """The env a run's ``run.yaml`` names (its id and ``env_kwargs``), to load its model for."""
+    import kenv  # noqa: F401  (registers the ids)
+
+    env_id = run.get("env")
+    kwargs = (run.get("hyperparams") or {}).get("env_kwargs") or {}
+    if not isinstance(env_id, str) or env_id not in gym.registry or not isinstance(kwargs, dict):
+        raise ConfigError(label, path, "a model in a kenv train run directory (its run.yaml names the env), "
+                                       "or an env to load it for")
+    return gym.make(env_id, **kwargs)
 
 
 def read_run_yaml(run_dir: str) -> dict | None:

@@ -385,8 +385,8 @@ def seed_job(env_id: str, seed: int, config: str, algo: str | None, out: str,
         return cached
     res = train(targs, cfg, log=_quiet)
     t0 = time.perf_counter()
-    model = load_model(run_dir, cfg.algo)  # evaluation reads the saved model
     env = make_env(cfg)
+    model = load_model(run_dir, cfg.algo, env=env)  # evaluation reads the saved model
     learned = ModelPolicy(model)
     ev = evaluate_policy(env, learned, EVAL_EPISODES, EVAL_SEED)
     # policy_summary() of the same (saved) model, CHOICE_EPISODES per context

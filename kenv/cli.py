@@ -97,7 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=cli_count, default=20, help="episodes per policy (default 20)")
     ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
     ev.add_argument("--model", default=None, metavar="PATH.zip",
-                    help="also score this SB3 model (kenv train's model.zip or run directory) as the row 'model'")
+                    help="also score this SB3 model (kenv train's model.zip or run directory) as the row 'model'; "
+                         "read without unpickling anything from it (an SB3 zip holds pickled fields: code)")
+    ev.add_argument("--trust-model", action="store_true",
+                    help="let SB3 unpickle the --model file (runs code from it: only for files you trust)")
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
 
@@ -141,7 +144,7 @@ def _evaluate(args: argparse.Namespace):
     from kenv.agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
-                    model=args.model)
+                    model=args.model, trust_model=args.trust_model)
 
 
 def _bench(args: argparse.Namespace):

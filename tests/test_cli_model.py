@@ -56,8 +56,8 @@ def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path
 
     real = ev.model_policy
 
-    def patched_model(path, env):
-        pol = real(path, env)
+    def patched_model(path, env, trust=False):
+        pol = real(path, env, trust)
         pol.model = Always(env.unwrapped.action_for(env.unwrapped.PATCHED))
         return pol
 

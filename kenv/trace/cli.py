@@ -24,7 +24,6 @@ import argparse
 import functools
 import json
 import os
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -67,7 +66,10 @@ def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], N
     g = tv.add_mutually_exclusive_group(required=True)
     g.add_argument("--policy", help="a baseline: original, pre_patch, patched, random, oracle")
     g.add_argument("--model", help="a stable-baselines3 .zip saved by kenv train (PPO, A2C or DQN), "
-                                   "or its run directory")
+                                   "or its run directory; read without unpickling anything from it "
+                                   "(an SB3 zip holds pickled fields: code)")
+    tv.add_argument("--trust-model", action="store_true",
+                    help="let SB3 unpickle the --model file (runs code from it: only for files you trust)")
     tv.add_argument("--steps", type=cli_count, default=32, help="steps at most (default 32; the episode may end first)")
     tv.add_argument("--profile", default="balanced", help="reward profile (default balanced)")
     add_common(tv)
@@ -161,49 +163,17 @@ class ModelPolicy:
         return action
 
 
-def _zip_algo_hint(path: str) -> list[str]:
-    """The algorithms to try, best guess first, from the policy class in the zip's ``data``."""
-    order = ["ppo", "a2c", "dqn"]
-    try:
-        with zipfile.ZipFile(path) as z:
-            data = json.loads(z.read("data").decode("utf-8"))
-        mod = str((data.get("policy_class") or {}).get("__module__", ""))
-        if ".dqn." in mod:
-            order = ["dqn", "ppo", "a2c"]
-        elif ".a2c." in mod:
-            order = ["a2c", "ppo", "dqn"]
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        pass
-    return order
-
-
 MODEL_ALLOWED = "a stable-baselines3 .zip saved by kenv train (PPO, A2C or DQN), or its run directory"
 
 
-def load_model(path: str) -> Any:
-    """Load a model tolerantly: kenv.agents.train.load_model (reads the run's
-    run.yaml for the algorithm) if it is there, else PPO/A2C/DQN ``.load`` in
-    the order the zip's policy class suggests."""
+def load_model(path: str, env: Any, trust: bool = False) -> Any:
+    """The model at ``path`` to act in ``env``, read without unpickling anything from
+    the file unless ``trust`` (``kenv.agents.models``)."""
     if not isinstance(path, str) or not os.path.exists(path):
         raise ConfigError("model", path, MODEL_ALLOWED)
-    tried = []
-    try:
-        from kenv.agents.train import load_model as train_load
-        return train_load(path)
-    except Exception as e:  # noqa: BLE001 - a fallback follows; the reasons are reported
-        tried.append(f"kenv.agents.train.load_model: {e}")
-    zpath = os.path.join(path, "model.zip") if os.path.isdir(path) else path
-    if not os.path.isfile(zpath):
-        raise ConfigError("model", path, MODEL_ALLOWED)
-    import stable_baselines3 as sb3
+    from kenv.agents.policy import load_model as load
 
-    classes = {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN}
-    for algo in _zip_algo_hint(zpath):
-        try:
-            return classes[algo].load(zpath, device="cpu")
-        except Exception as e:  # noqa: BLE001
-            tried.append(f"{algo.upper()}.load: {type(e).__name__}: {e}")
-    raise ConfigError("model", path, MODEL_ALLOWED + " (tried " + "; ".join(tried) + ")")
+    return load(path, env=env, trust=trust, label="model")
 
 
 def _make_env(env_id: str, profile: str):
@@ -223,10 +193,7 @@ def run_trace_env(args: argparse.Namespace) -> TraceResult:
     env = _make_env(args.env, args.profile)
     try:
         if args.model is not None:
-            from kenv.agents.evaluate import check_model_fits
-
-            model = load_model(args.model)
-            check_model_fits(model, env, "model", args.model)
+            model = load_model(args.model, env, trust=args.trust_model)
             policy = ModelPolicy(model, args.model)
             pname = policy.name
         else:
