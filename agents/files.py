@@ -1,13 +1,16 @@
 """Files of a run or output directory: atomic writes, JSON, the directory lock.
 
-Every file ``kenv train`` and ``kenv rediscover`` write whole (models, checkpoints,
-evaluations.csv, the JSON and YAML files) goes through :func:`atomic_write_bytes`: a
-temporary ``.kenv-tmp-*`` file in the same directory, flushed and fsynced, then
-``os.replace``, so a kill never leaves a half-written file (:func:`remove_stale_tmp`
-deletes the temporary files a kill left behind, and only those: a user's own
-``.tmp-*`` files under ``--out`` are not kenv's).  The files get the mode a plain
-``open()`` would give (0666 less the umask), not mkstemp's 0600.  :class:`DirLock` (``flock`` on
-``<dir>/.lock``) keeps a second run from writing the same directory.
+Every file ``kenv train``, ``rediscover`` and ``discover`` write whole (models,
+checkpoints, evaluations.csv, the JSON and YAML files) goes through
+:func:`kenv.files.atomic_write_bytes`: a temporary ``.kenv-tmp-*`` file in the same
+directory, flushed and fsynced, then ``os.replace``, so a kill never leaves a
+half-written file (:func:`remove_stale_tmp` deletes the temporary files a kill left
+behind, and only those: a user's own ``.tmp-*`` files under ``--out`` are not kenv's).
+The files get the mode a plain ``open()`` would give (0666 less the umask), not
+mkstemp's 0600.  Nothing is written through a link kenv did not make (:mod:`kenv.files`):
+:class:`DirLock` (``flock`` on ``<dir>/.lock``, opened with ``O_NOFOLLOW``) keeps a
+second run from writing the same directory and, once it holds the lock, refuses a
+directory holding a symbolic link, FIFO or device anywhere under it.
 """
 
 from __future__ import annotations
@@ -15,50 +18,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from kenv.errors import ConfigError
-
-
-#: the name prefix of the temporary files of :func:`atomic_write_bytes`
-TMP_PREFIX = ".kenv-tmp-"
-
-
-def _file_mode() -> int:
-    """0666 less the process's umask (read without changing it where Linux says it)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=os.path.basename(path), dir=d)
-    try:
-        os.fchmod(fd, _file_mode())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+from kenv.files import TMP_PREFIX, atomic_write_bytes, check_writable, open_nofollow, refuse_links  # noqa: F401
 
 
 def remove_stale_tmp(root: str) -> int:
@@ -142,7 +107,7 @@ class DirLock:
     def __enter__(self) -> "DirLock":
         lock = os.path.join(self.path, LOCK_NAME)
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = open_nofollow(lock, os.O_RDWR | os.O_CREAT, self.flag)
         except OSError as e:
             raise ConfigError(self.flag, self.path, f"a writable directory ({e.strerror}: {lock})") from None
         try:
@@ -166,6 +131,11 @@ class DirLock:
         except OSError:
             pass
         self.fd = fd
+        try:
+            refuse_links(self.path, self.flag)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:

@@ -39,7 +39,7 @@ LAYERS = (
     "cli",          # kenv.cli, kenv trace's command, the package root
 )
 _PREFIXES = {
-    "kenv.errors": "base", "kenv.schema": "base",
+    "kenv.errors": "base", "kenv.schema": "base", "kenv.files": "base",
     "kenv.sim": "sim", "kenv.kernel": "kernel", "kenv.drivers": "drivers",
     # the fast-forwards, in the drivers' layer while the drivers and QperfPair still
     # build their own (DESIGN.md puts kenv/fastforward after the workloads, attached

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, TextIO
 
 from ..errors import ConfigError
+from ..files import check_writable
 from ..sim.engine import NSEC_PER_SEC, Recorder
 
 FORMATS = ("perfetto", "ftrace")
@@ -97,6 +98,7 @@ def check_out_path(path: object) -> str:
     p = os.fspath(path)
     if os.path.isdir(p):
         raise ConfigError("out", p, OUT_ALLOWED + " (this is a directory)")
+    check_writable(p, "out")   # (lstat: a symbolic link is refused, not followed nor replaced)
     if os.path.exists(p) and not os.path.isfile(p):   # (both follow a symlink: /dev/stdout)
         raise ConfigError("out", p, OUT_ALLOWED + " (this is a device, a FIFO or a socket, not a regular file: "
                           "the trace would replace it)")
@@ -130,6 +132,7 @@ def atomic_write(path: str, write: Callable[[TextIO], None]) -> int:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+        check_writable(path, "out")   # (again: a link planted while the trace was written)
         os.replace(tmp, path)
     except BaseException as e:
         try:
