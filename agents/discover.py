@@ -988,7 +988,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
 # -------------------------------------------------------------------------- CLI
 def add_arguments(p) -> None:
     from kenv.envs.registration import env_id_arg
-    from kenv.schema import cli_seed
+    from kenv.schema import cli_integer, cli_seed
 
     p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
     p.add_argument("--profile", default="all", help="reward profile (balanced, latency, throughput, a YAML path) "
@@ -1005,7 +1005,7 @@ def add_arguments(p) -> None:
     p.add_argument("--train-seed", type=cli_seed, default=0, help="the training run's seed (default 0)")
     p.add_argument("--out", default=None, help="output directory (default runs/discover/<env>); a rerun "
                    "resumes a killed run")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=cli_integer, default=None,
                    help="processes (default min(2, CPUs)): the static table and each profile's training run "
                         "side by side; results do not depend on it")
     p.add_argument("--ray", default=None, metavar="auto|ADDRESS",

@@ -98,6 +98,7 @@ import kenv
 from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN
 from kenv.errors import ConfigError
+from kenv.schema import cli_integer
 
 from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_policy, run_episode, static_actions
 from .evaluate import ci95, evaluate, evaluate_policy
@@ -742,18 +743,18 @@ def write_plots(out: str, env_id: str, base: dict, learned: list[dict]) -> dict:
 def add_arguments(p) -> None:
     p.add_argument("--envs", nargs="+", default=None, metavar="ID",
                    help="env ids (default: every registered kenv/* id)")
-    p.add_argument("--seeds", type=int, default=1, help="train seeds 0..N-1 per env (default 1)")
+    p.add_argument("--seeds", type=cli_integer, default=1, help="train seeds 0..N-1 per env (default 1)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}); "
                    "a rerun skips what is finished and resumes a partial run")
     p.add_argument("--config", default=DEFAULT_CONFIG, help="training config (default: the shipped ppo)")
     p.add_argument("--algo", default=None, help="ppo, a2c or dqn (default: the config file's name)")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=cli_integer, default=None,
                    help="processes (default min(2, CPUs)); results do not depend on it")
     p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
                    help="run the jobs as Ray tasks on a cluster (auto: the one this machine belongs to; "
                         "needs kenv-gym[ray]; see docs/scaling.md); --workers is then unused")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG figures")
-    p.add_argument("--n-timesteps", type=int, default=None,
+    p.add_argument("--n-timesteps", type=cli_integer, default=None,
                    help="override the config's n_timesteps (quick checks; the claim is for the shipped budget)")
 
 

@@ -433,23 +433,25 @@ def build_model(cfg: TrainConfig, venv, seed: int, verbose: int = 0):
 
 # -------------------------------------------------------------------------------- CLI
 def add_arguments(p) -> None:
+    from kenv.schema import cli_integer
+
     p.add_argument("--config", required=True,
                    help="RL-Zoo-style YAML (path, or a packaged name: ppo, a2c, dqn)")
     p.add_argument("--env", default=None, help="env id (default: the only block in the config file)")
     p.add_argument("--algo", default=None, help="ppo, a2c or dqn (default: the config file's name)")
     p.add_argument("--out", default=None, help="run directory (default runs/<env>__<algo>__<seed>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint")
-    p.add_argument("--n-timesteps", type=int, default=None,
+    p.add_argument("--n-timesteps", type=cli_integer, default=None,
                    help="override the config's n_timesteps; SB3 trains whole rollouts (n_envs x n_steps), so a "
                         "budget between two multiples trains the next one (said on stderr; the steps trained "
                         "are steps in --json)")
-    p.add_argument("--eval-freq", type=int, default=None, help="env steps between evaluations (default n_timesteps/8)")
-    p.add_argument("--eval-episodes", type=int, default=10, help="seeded episodes per evaluation (default 10)")
-    p.add_argument("--checkpoint-freq", type=int, default=None,
+    p.add_argument("--eval-freq", type=cli_integer, default=None, help="env steps between evaluations (default n_timesteps/8)")
+    p.add_argument("--eval-episodes", type=cli_integer, default=10, help="seeded episodes per evaluation (default 10)")
+    p.add_argument("--checkpoint-freq", type=cli_integer, default=None,
                    help="env steps between checkpoints (default n_timesteps/4)")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="show a progress bar")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    p.add_argument("--verbose", type=int, default=0, help="SB3 verbosity (0, 1, 2)")
+    p.add_argument("--verbose", type=cli_integer, default=0, help="SB3 verbosity (0, 1, 2)")
 
 
 def run_from_args(args) -> TrainResult:
@@ -483,9 +485,11 @@ def run_from_args(args) -> TrainResult:
 if __name__ == "__main__":  # pragma: no cover
     import argparse
 
+    from kenv.schema import cli_seed
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli_seed, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     r = run_from_args(a)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Sequence
 
 from .errors import ConfigError
+from .files import FileError
 from .envs.registration import env_id_arg, quiet_old_versions
 from .schema import cli_count, cli_count0, cli_seed
 
@@ -210,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv:   # a bare `kenv`: its commands, as pip and docker list theirs
         sys.stdout.write(parser.format_help())
         return 0
-    args, rest = parser.parse_known_args(argv)
+    args, rest = parser.parse_known_args(_dash_values(parser, argv))
     prog = getattr(args, "_prog", parser.prog)   # argparse's prefix for the subcommand: kenv discover
     if rest:   # (parse_args would say "kenv: error:" for every subcommand)
         parser.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(rest)}\n")
@@ -220,16 +222,76 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one line: the flag, the value and what is allowed
         parser.exit(2, f"{prog}: error: {_flag_of(args, e.field, e.value)}{' '.join(str(e).split())}\n")
     except OSError as e:   # the filesystem (an --out that cannot be written, a full disk, ...)
-        name = str(getattr(e, "filename", None) or "")
-        parser.exit(2, f"{prog}: error: {_flag_of(args, name) if name else ''}{name}: {e.strerror or e}\n")
+        parser.exit(2, f"{prog}: error: {_os_error(args, e)}\n")
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (train and rediscover say more)
         parser.exit(130, f"{prog}: interrupted\n")
-    if args.json:
-        json.dump(_json_safe(result.to_dict()), sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(result.format_text().rstrip("\n") + "\n")
+    try:
+        if args.json:
+            sys.stdout.write(json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n")
+        else:
+            sys.stdout.write(result.format_text().rstrip("\n") + "\n")
+        sys.stdout.flush()
+    except OSError as e:   # stdout closed (`| head -1`) or full (`> /dev/full`)
+        _detach_stdout()
+        if isinstance(e, BrokenPipeError):   # the reader has what it wanted: quiet, as SIGPIPE would be
+            return 128 + 13
+        parser.exit(1, f"{prog}: error: cannot write the standard output: {e.strerror or e}\n")
     return 0
+
+
+def _detach_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's own flush at exit fails no more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _os_error(args: argparse.Namespace, e: OSError) -> str:
+    """One line for an OS error: the flag, the operation and the path where known (a
+    full disk inside a library's own write names no path: the folder written is said)."""
+    name = str(getattr(e, "filename", None) or "")
+    why = e.strerror or str(e)
+    if isinstance(e, FileError):
+        return f"{_flag_of(args, name)}cannot {e.operation} {name}: {why}"
+    if name:
+        return f"{_flag_of(args, name)}{name}: {why}"
+    out = getattr(args, "out", None)
+    return f"argument --out: {why} (while writing under {out})" if isinstance(out, str) and out else why
+
+
+def _dash_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with a value that starts with a dash glued to the flag before it
+    (``--load -1/2`` -> ``--load=-1/2``): argparse takes "-1/2" for a flag and says
+    "expected one argument" instead of checking the value.  Only tokens that are a dash
+    and then neither a letter nor a dash (``-1/2``, ``-0.5``, ``-1e3``) are glued, after
+    a flag of kenv's that takes a value."""
+    takes_value: set[str] = set()
+    stack = [parser]
+    while stack:
+        p = stack.pop()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                stack.extend(a.choices.values())
+            elif a.option_strings and a.nargs != 0:
+                takes_value.update(a.option_strings)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out.extend(argv[i:])
+            break
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if a in takes_value and len(nxt) > 1 and nxt[0] == "-" and not (nxt[1].isalpha() or nxt[1] == "-"):
+            out.append(f"{a}={nxt}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -87,14 +87,32 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
+class FileError(OSError):
+    """An OS error (a full disk, a permission) while kenv ``operation``-s ``filename``:
+    the command line names both, where the OS's own error may name neither."""
+
+    def __init__(self, operation: str, path: str, err: OSError):
+        super().__init__(err.errno, err.strerror or str(err), path)
+        self.operation = operation
+
+    def __reduce__(self):
+        return type(self), (self.operation, self.filename, OSError(self.errno, self.strerror))
+
+
 def atomic_write_bytes(path: str, data: bytes, field: str | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory, then
     ``os.replace``: a kill never leaves a half-written file, and an existing ``path``
     that is not a regular file is refused (:func:`check_writable`), not replaced."""
     d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise FileError("create the folder of", path, e) from None
     check_writable(path, field)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=os.path.basename(path), dir=d)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=os.path.basename(path), dir=d)
+    except OSError as e:
+        raise FileError("write", path, e) from None
     try:
         os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as f:
@@ -103,11 +121,13 @@ def atomic_write_bytes(path: str, data: bytes, field: str | None = None) -> None
             os.fsync(f.fileno())
         check_writable(path, field)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError) and not isinstance(e, FileError):
+            raise FileError("write", path, e) from None
         raise
 
 

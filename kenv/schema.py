@@ -456,6 +456,10 @@ def cli_float(gt: float, le: float, what: str = "a number") -> Callable[[str], f
                      f"{what} > {gt:g} and <= {le:g}", _finite)
 
 
+#: every other integer flag: ASCII digits only (Python's int() also takes "1_000" and
+#: other scripts' digits), at most 18 of them; the command checks its own bounds
+cli_integer = _cli_type(TypeAdapter(Annotated[int, Field(ge=-10**18, le=10**18)]),
+                        "an integer in ASCII digits, at most 10**18 in size", _int)
 #: --seed of every command
 cli_seed = cli_int(0, MAX_SEED, "an integer seed")
 #: --episodes, --steps
@@ -471,5 +475,5 @@ __all__ = [
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
     "check_fast_forward", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
-    "cli_int", "cli_seconds", "cli_seed", "to_config_error", "validate",
+    "cli_int", "cli_integer", "cli_seconds", "cli_seed", "to_config_error", "validate",
 ]

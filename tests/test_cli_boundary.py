@@ -196,7 +196,7 @@ def test_kenv_errors_carry_argparses_prefix_for_the_subcommand(kenv_error, argpa
 @pytest.mark.parametrize("argv,prog", [
     (["bench", "--nope"], "kenv bench"),
     (["experiment", "hwrng-dd", "--bytes", "100", "extra"], "kenv experiment hwrng-dd"),
-    (["experiment", "raid6-cyclictest", "--load", "-1/5"], "kenv experiment raid6-cyclictest"),
+    (["experiment", "raid6-cyclictest", "--lod", "1/5"], "kenv experiment raid6-cyclictest"),
     (["trace", "env", "--env", "kenv/HwrngWait-v0", "--policy", "patched", "--out", "t.json", "--stepz", "3"],
      "kenv trace env"),
     (["discover", "--env", "kenv/HwrngWait-v0", "--nope"], "kenv discover"),

@@ -49,6 +49,7 @@ from ..drivers.random import (
 from ..errors import ConfigError
 from ..kernel.core import check_preempt_model
 from ..platforms import get_platform
+from ..schema import cli_integer
 from ..workloads.qperf import (
     QPERF_MODES, QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_sizes,
 )
@@ -292,11 +293,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="message sizes as qperf's msg_size:START:END:*2 (default 4K:1024K)")
     parser.add_argument("--time", default=SEED_TIME_S, type=str,
                         help="qperf --time: seconds per size (default 60)")
-    parser.add_argument("--instances", default=1, type=int,
+    parser.add_argument("--instances", default=1, type=cli_integer,
                         help="qperf client/server pairs, one per CPU of node 0 (default 1)")
     parser.add_argument("--preempt", default=None,
                         help="none, voluntary, full or rt (default: the platform's, voluntary)")
-    parser.add_argument("--threshold", default=FAST_POOL_MIX_THRESHOLD, type=int,
+    parser.add_argument("--threshold", default=FAST_POOL_MIX_THRESHOLD, type=cli_integer,
                         help="interrupts per mix: 1024, or 64 (before 534d2eaf1970) (default 1024)")
     parser.add_argument("--no-irq-threads", dest="irq_threads", action="store_false",
                         help="on --preempt rt, run handlers and softirqs as on full (no irq/N, "

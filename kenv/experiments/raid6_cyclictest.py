@@ -63,6 +63,7 @@ from ..errors import ConfigError
 from ..kernel.core import PREEMPT_MODELS, Kernel, check_preempt_model
 from ..kernel.jiffies import ALLOWED_HZ, check_hz
 from ..platforms import get_platform
+from ..schema import cli_integer
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from ..workloads.cyclictest import Cyclictest, CyclictestStat
 from ..workloads.load import LoadSpec, parse_load, start_load
@@ -287,7 +288,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="preemption model (CONFIG_PREEMPT_*)")
     p.add_argument("--mode", default="preempt_disable", choices=BENCH_MODES,
                    help="what wraps each benchmark window (the decision under study)")
-    p.add_argument("--hz", type=int, default=None,
+    p.add_argument("--hz", type=cli_integer, default=None,
                    help=f"CONFIG_HZ, one of {', '.join(map(str, ALLOWED_HZ))} "
                         "(default: the platform's for that preemption model)")
     p.add_argument("--kernel", default=None, choices=KERNEL_VERSIONS,

@@ -25,8 +25,10 @@ FORMATS = ("perfetto", "ftrace")
 #: the pseudo-machine that carries environment steps (``kenv trace env``)
 ENV_MACHINE = "kenv env"
 
+#: the latest window bound (s): a year of simulated time, far past any run
+MAX_WINDOW_S = 31_536_000.0
 WINDOW_ALLOWED = ("START:END in seconds of simulated time, either side optional "
-                  "(e.g. 120:121.5, 0.01:, :2), with 0 <= START < END")
+                  f"(e.g. 120:121.5, 0.01:, :2), with 0 <= START < END <= {MAX_WINDOW_S:.0f}")
 
 
 def check_format(fmt: object) -> str:
@@ -80,7 +82,7 @@ def parse_window(text: object) -> Window:
             v = float(part)
         except ValueError:
             raise ConfigError("window", text, WINDOW_ALLOWED) from None
-        if not math.isfinite(v) or v < 0:
+        if not math.isfinite(v) or not 0 <= v <= MAX_WINDOW_S:   # (v * 1e9 as an int: no overflow)
             raise ConfigError("window", text, WINDOW_ALLOWED)
         out.append(int(round(v * NSEC_PER_SEC)))
     if out[0] is not None and out[1] is not None and out[1] <= out[0]:
