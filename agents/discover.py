@@ -109,6 +109,7 @@ from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
 
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
+from .estimate import announce, train_s
 from .evaluate import ci95
 from .jobs import Job, check_ray, check_workers, run_jobs
 from .plots import save_png
@@ -938,6 +939,8 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     with DirLock(out, "--out"):
         remove_stale_tmp(out)
         check_same_run(out, profile, profiles, seeds)
+        announce("kenv discover", sum(train_s(env_id, train_setup(env_id, p, actions, train_seed, steps, out)[0]
+                                              .n_timesteps) for p in profiles), log)
         check_trainings(env_id, profiles, acts, train_seed, steps, out)
         atomic_write_json(os.path.join(out, ARGS_FILE), run_args(profile, seeds))
         env = _make(env_id, acts)

@@ -17,6 +17,7 @@ from kenv.envs.reward import COMPONENTS
 from kenv.errors import ConfigError
 
 from .baselines import BASELINES, Policy, make_policy, run_episode
+from .estimate import announce, episodes_s
 
 #: two-sided 95% Student t critical values, df = 1..30 (beyond: 1.96)
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -112,6 +113,7 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     env = make_env(env_id, profile=profile, **dict(env_kwargs or {}))
     if model is not None:   # checked before any episode runs
         extra = {**dict(extra or {}), "model": model_policy(model, env, trust_model)}
+    announce("kenv evaluate", episodes_s(env_id, episodes * (len(names) + len(extra or {}))))
     out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
     for n in names:
         try:

@@ -108,6 +108,7 @@ from .jobs import Job, check_ray, check_workers, run_jobs
 from .files import (
     DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, read_json, remove_stale_tmp,
 )
+from .estimate import announce, train_s
 from .policy import EVAL_SEED, SUMMARY_SEED, ModelPolicy, action_key, context_label, load_model, policy_summary, \
     varying_fields
 from .train import TrainArgs, TrainConfig, check_resumable, fingerprint, rollout_steps, steps_to_train, train
@@ -643,6 +644,8 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
     check_ray(ray)
     make_out_dir(out, "--out")
     with DirLock(out, "--out"):  # one rediscover per --out at a time
+        announce("kenv rediscover", len(seed_list) * sum(train_s(e, n_timesteps or c.n_timesteps)
+                                                          for e, c in cfgs.items()), log)
         return _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, workers, plots,
                                   n_timesteps, log, t0, ray, progress)
 

@@ -114,6 +114,7 @@ from .config import (  # noqa: F401
     make_train_vec_env, packaged_train_configs, parse_policy_kwargs, read_config_file, registered_env_ids,
     resolve_wrapper, validate_block,
 )
+from .estimate import announce, train_s
 from .files import (  # noqa: F401
     LOCK_NAME, DirLock, atomic_write_bytes, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir,
     TMP_PREFIX, read_json, remove_stale_tmp, save_model_atomic,
@@ -346,6 +347,7 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         model, start_steps, wall_offset = load_checkpoint(cfg, algo_cls, seed, ckpt_dir, ckpts[0], monitor_dir, log)
         log(f"resuming {run_dir} from {ckpts[0][1]} ({start_steps} steps)")
     history = [h for h in evaluations if h["timesteps"] <= start_steps]
+    announce("kenv train", train_s(cfg.env_id, cfg.n_timesteps - start_steps), log)
     note = overshoot_line(cfg, start_steps)
     if note:
         log(note)

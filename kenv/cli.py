@@ -227,7 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(130, f"{prog}: interrupted\n")
     try:
         if args.json:
-            sys.stdout.write(json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n")
+            doc = result.to_dict()
+            estimate = _estimate(args, prog)
+            if estimate is not None:
+                doc["estimate_s"] = round(estimate, 1)
+            sys.stdout.write(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n")
         else:
             sys.stdout.write(result.format_text().rstrip("\n") + "\n")
         sys.stdout.flush()
@@ -237,6 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 128 + 13
         parser.exit(1, f"{prog}: error: cannot write the standard output: {e.strerror or e}\n")
     return 0
+
+
+def _estimate(args: argparse.Namespace, prog: str) -> float | None:
+    """The seconds of work the flags asked for (kenv.agents.estimate), for ``--json``."""
+    command = prog.split()[1] if len(prog.split()) > 1 else ""
+    if command not in ("train", "rediscover", "discover", "evaluate"):
+        return None
+    from kenv.agents.estimate import estimate_s
+
+    return estimate_s(command, args)
 
 
 def _detach_stdout() -> None:
