@@ -274,24 +274,6 @@ def job_dir(run_dir: str | None, prior: dict[str, bytes] | None = None):
         yield d
 
 
-def _tree_names(root: str) -> list[str]:
-    from .files import LOCK_NAME, TMP_PREFIX
-
-    return sorted(os.path.relpath(os.path.join(dp, f), root) for dp, _, fs in os.walk(root) for f in fs
-                  if f != LOCK_NAME and not f.startswith(TMP_PREFIX))
-
-
-def write_tree(root: str, tree: dict[str, bytes]) -> None:
-    """Make ``root`` hold :func:`read_tree`'s files (in the driver): each written
-    atomically, then the files the job removed (e.g. checkpoints cut back on resume) removed."""
-    from .files import atomic_write_bytes
-
-    for rel, data in tree.items():
-        atomic_write_bytes(os.path.join(root, rel), data)
-    for rel in set(_tree_names(root)) - tree.keys():
-        os.remove(os.path.join(root, rel))
-
-
 def _kill_pool(pool) -> None:
     """Stop a ProcessPoolExecutor now: its workers killed (SIGKILL), not waited for."""
     procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython's pid -> Process
