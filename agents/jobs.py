@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from kenv.errors import ConfigError
+from kenv.errors import ConfigError, JobError
 
 #: times Ray runs a task again when its worker process or node dies (Ray's max_retries)
 RAY_MAX_RETRIES = 3
@@ -201,12 +201,13 @@ def _run_ray(initial: list[Job], done: Callable[[Job, Any], list[Job]], address:
             except ray.exceptions.RayTaskError as e:   # the job raised: its own exception, as itself
                 cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else None
                 if cause is None:
-                    raise RuntimeError(f"job {_name(job)} failed on Ray: {str(e).strip().splitlines()[-1][:200]}") from e
+                    why = str(e).strip().splitlines()[-1][:200]
+                    raise JobError(f"job {_name(job)} failed on Ray: {why}") from e
                 raise cause from None
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                     ray.exceptions.RaySystemError) as e:
-                raise RuntimeError(f"job {_name(job)} failed on Ray after {RAY_MAX_RETRIES} retries: "
-                                   f"{type(e).__name__}; the same command resumes the run") from e
+                raise JobError(f"job {_name(job)} failed on Ray after {RAY_MAX_RETRIES} retries: "
+                               f"{type(e).__name__}; the same command resumes the run") from e
             for j2 in done(job, res):
                 refs[task.remote(j2.fn, j2.args)] = j2
     except BaseException:

@@ -212,3 +212,21 @@ def test_a_config_error_raised_in_a_ray_task_arrives_as_itself(cluster):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
     assert r.stdout.strip() == "ConfigError --workers 0", r.stdout + r.stderr[-2000:]
+
+
+def test_a_job_whose_worker_dies_every_time_is_a_one_line_job_error(cluster):
+    """Past RAY_MAX_RETRIES the run stops with kenv.errors.JobError, one line naming the job
+    (the CLI prints it as such): here the job is os._exit, which kills its worker each try."""
+    address, _ = cluster
+    code = ("import os, ray; from kenv.agents.jobs import Job, run_jobs; from kenv.errors import JobError\n"
+            "try:\n"
+            f"    run_jobs([Job(('exit', 'job'), os._exit, (3,))], lambda j, r: [], ray={address!r})\n"
+            "except JobError as e:\n"
+            "    print(type(e).__name__, '|', e)\n"
+            "finally:\n"
+            "    ray.shutdown()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+    ours = [line for line in r.stdout.splitlines() if line.startswith("JobError")]   # (the raylet's notes
+    assert len(ours) == 1 and ours[0].startswith("JobError | job exit job failed on Ray after 3 retries"), \
+        r.stdout[-2000:] + r.stderr[-2000:]                                         # on each death aside)

@@ -1,5 +1,5 @@
-"""kenv.agents.jobs.read_tree / write_tree: how a Ray job's run comes back to the driver,
-which puts it in place all or nothing."""
+"""kenv.agents.jobs: read_tree / write_tree (how a Ray job's run comes back to the driver,
+which puts it in place all or nothing), and a failed job's one-line error in the CLI."""
 
 import os
 
@@ -55,3 +55,20 @@ def test_job_dir_is_the_run_dir_or_a_temporary_copy_of_prior(tmp_path):
     with job_dir(None, {"c/d": b"x"}) as d:
         assert read_tree(d) == {"c/d": b"x"} and not d.startswith(str(tmp_path))
     assert not os.path.exists(d)
+
+
+def test_a_failed_job_is_one_line_from_the_cli(tmp_path, monkeypatch, capsys):
+    import kenv.agents.rediscover as rd
+    from kenv.cli import main
+    from kenv.errors import JobError
+
+    def fail(*a, **k):
+        raise JobError("job seed_job kenv/HwrngWait-v0 0 failed on Ray after 3 retries: WorkerCrashedError")
+
+    monkeypatch.setattr(rd, "run_jobs", fail)
+    with pytest.raises(SystemExit) as e:
+        main(["rediscover", "--envs", "kenv/HwrngWait-v0", "--out", str(tmp_path), "--no-plots"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err
+    assert err.endswith("error: job seed_job kenv/HwrngWait-v0 0 failed on Ray after 3 retries: "
+                        "WorkerCrashedError\n"), err
