@@ -200,33 +200,29 @@ def test_ray_at_a_dead_address_is_a_one_line_error_within_the_connect_timeout(tm
     assert r.stderr.count("\n") == 1 and "--ray" in r.stderr and "127.0.0.1:1" in r.stderr, r.stderr
 
 
-def test_a_config_error_raised_in_a_ray_task_arrives_as_itself(cluster):
-    address, _ = cluster
-    code = ("import ray; from kenv.agents.jobs import Job, run_jobs, check_workers; from kenv.errors import ConfigError\n"
+def _run_jobs_on(address: str, job: str, caught: str) -> subprocess.CompletedProcess:
+    """``run_jobs([job])`` on the cluster in a fresh Python; prints ``type | message`` of a ``caught``."""
+    code = ("import os, ray; from kenv.agents.jobs import Job, run_jobs, check_workers\n"
+            f"from kenv.errors import {caught}\n"
             "try:\n"
-            f"    run_jobs([Job(('w',), check_workers, (0,))], lambda j, r: [], ray={address!r})\n"
-            "except ConfigError as e:\n"
-            "    print(type(e).__name__, e.field, e.value)\n"
+            f"    run_jobs([{job}], lambda j, r: [], ray={address!r})\n"
+            f"except {caught} as e:\n"
+            "    print(type(e).__name__, '|', e.field if hasattr(e, 'field') else e)\n"
             "finally:\n"
             "    ray.shutdown()\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
-    assert r.stdout.strip() == "ConfigError --workers 0", r.stdout + r.stderr[-2000:]
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+
+
+def test_a_config_error_raised_in_a_ray_task_arrives_as_itself(cluster):
+    r = _run_jobs_on(cluster[0], "Job(('w',), check_workers, (0,))", "ConfigError")
+    assert r.stdout.strip() == "ConfigError | --workers", r.stdout + r.stderr[-2000:]
 
 
 def test_a_job_whose_worker_dies_every_time_is_a_one_line_job_error(cluster):
     """Past RAY_MAX_RETRIES the run stops with kenv.errors.JobError, one line naming the job
     (the CLI prints it as such): here the job is os._exit, which kills its worker each try."""
-    address, _ = cluster
-    code = ("import os, ray; from kenv.agents.jobs import Job, run_jobs; from kenv.errors import JobError\n"
-            "try:\n"
-            f"    run_jobs([Job(('exit', 'job'), os._exit, (3,))], lambda j, r: [], ray={address!r})\n"
-            "except JobError as e:\n"
-            "    print(type(e).__name__, '|', e)\n"
-            "finally:\n"
-            "    ray.shutdown()\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+    r = _run_jobs_on(cluster[0], "Job(('exit', 'job'), os._exit, (3,))", "JobError")
     ours = [line for line in r.stdout.splitlines() if line.startswith("JobError")]   # (the raylet's notes
     assert len(ours) == 1 and ours[0].startswith("JobError | job exit job failed on Ray after 3 retries"), \
         r.stdout[-2000:] + r.stderr[-2000:]                                         # on each death aside)
