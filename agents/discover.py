@@ -111,7 +111,7 @@ from kenv.errors import ConfigError
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .estimate import announce, train_s
 from .evaluate import ci95
-from .jobs import Job, check_ray, check_workers, run_jobs
+from .jobs import Job, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
 from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
@@ -236,14 +236,20 @@ def static_fingerprint(env_id: str, actions: Any, seeds: int) -> str:
                 "kenv": kenv.__version__, "format": FORMAT})
 
 
-def static_job(env_id: str, actions: Any, seeds: int, path: str) -> dict:
-    """Every static action on the selection episodes (cached in ``path``).  Kept as
-    component sums: a static policy's trajectory does not depend on the reward profile,
-    so one run serves every profile."""
-    fp = static_fingerprint(env_id, actions, seeds)
+def cached_static(env_id: str, actions: Any, seeds: int, path: str) -> dict | None:
+    """static.json in ``path`` if it is :func:`static_job`'s for these arguments (the driver's check)."""
     doc = read_json(path)
-    if isinstance(doc, dict) and doc.get("fingerprint") == fp and "actions" in doc:
+    if isinstance(doc, dict) and doc.get("fingerprint") == static_fingerprint(env_id, actions, seeds) \
+            and "actions" in doc:
         return doc
+    return None
+
+
+def static_job(env_id: str, actions: Any, seeds: int) -> dict:
+    """Every static action on the selection episodes (the driver caches it in static.json).
+    Kept as component sums: a static policy's trajectory does not depend on the reward
+    profile, so one run serves every profile."""
+    fp = static_fingerprint(env_id, actions, seeds)
     t0 = time.perf_counter()
     env = _make(env_id, actions)
     base = env.unwrapped
@@ -257,15 +263,14 @@ def static_job(env_id: str, actions: Any, seeds: int, path: str) -> dict:
     env.close()
     doc = {"env": env_id, "fingerprint": fp, "actions": rows, "select_contexts": contexts,
            "wall_s": time.perf_counter() - t0}
-    atomic_write_json(path, doc)
     return doc
 
 
-def heldout_job(env_id: str, actions: Any, seeds: int, labels: Sequence[str], path: str) -> dict:
+def heldout_job(env_id: str, actions: Any, seeds: int, labels: Sequence[str], doc: Any) -> dict:
     """The held-out episodes of the static actions ``labels`` (the ones some profile
-    chose), added to those already in ``path``."""
+    chose), added to those already in ``doc`` (static_heldout.json as the driver read it;
+    it writes the result)."""
     fp = static_fingerprint(env_id, actions, seeds)
-    doc = read_json(path)
     if not (isinstance(doc, dict) and doc.get("fingerprint") == fp and isinstance(doc.get("actions"), dict)):
         doc = {"env": env_id, "fingerprint": fp, "actions": {}, "contexts": None, "wall_s": 0.0}
     todo = [lab for lab in labels if lab not in doc["actions"]]
@@ -283,7 +288,6 @@ def heldout_job(env_id: str, actions: Any, seeds: int, labels: Sequence[str], pa
             doc["contexts"] = [e["context"] for e in held]
     env.close()
     doc["wall_s"] += time.perf_counter() - t0
-    atomic_write_json(path, doc)
     return doc
 
 
@@ -551,19 +555,37 @@ def check_same_run(out: str, profile: str, profiles: Sequence[str], seeds: int) 
                               f"(its discover.json holds one run; use another --out for another {flag})")
 
 
-def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
-                out: str) -> dict:
-    """Train (or resume) PPO under ``profile`` on the extended set, then play the saved
-    model on the held-out episodes, distil it and play the rule (cached in
-    ``<out>/<profile>/learned.json``)."""
+def _learned_fp(cfg: TrainConfig, train_seed: int, targs: TrainArgs, seeds: int) -> str:
+    return _fp({"train": fingerprint(cfg, train_seed, targs), "seeds": seeds, "depth": RULE_DEPTH,
+                "seeds_at": [HELDOUT_SEED, DISTILL_SEED], "format": FORMAT})
+
+
+def cached_learned(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
+                   out: str) -> dict | None:
+    """``<out>/<profile>/learned.json`` if it is :func:`learned_job`'s for these arguments."""
     cfg, targs = train_setup(env_id, profile, actions, train_seed, steps, out)
-    run_dir, pdir = targs.out, os.path.dirname(targs.out)
-    fp = _fp({"train": fingerprint(cfg, train_seed, targs), "seeds": seeds, "depth": RULE_DEPTH,
-              "seeds_at": [HELDOUT_SEED, DISTILL_SEED], "format": FORMAT})
-    path = os.path.join(pdir, "learned.json")
-    doc = read_json(path)
-    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in LEARNED_KEYS):
+    doc = read_json(os.path.join(os.path.dirname(targs.out), "learned.json"))
+    if isinstance(doc, dict) and doc.get("fingerprint") == _learned_fp(cfg, train_seed, targs, seeds) \
+            and all(k in doc for k in LEARNED_KEYS):
         return doc
+    return None
+
+
+def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
+                out: str, run_dir: str | None = None, prior: dict[str, bytes] | None = None) -> dict:
+    """Train (or resume) PPO under ``profile`` on the extended set, then play the saved
+    model on the held-out episodes, distil it and play the rule.  The training run is in
+    ``run_dir``, or with None in a temporary directory holding ``prior``
+    (:func:`kenv.agents.jobs.job_dir`).  Returns ``{"doc": learned.json, "files": the
+    run's files, or None when in run_dir}``; the driver writes them (``<out>/<profile>``)."""
+    with job_dir(run_dir, prior) as d:
+        return _learned_job(env_id, profile, actions, seeds, train_seed, steps, out, d, run_dir is None)
+
+
+def _learned_job(env_id, profile, actions, seeds, train_seed, steps, out, run_dir, return_files) -> dict:
+    cfg, targs = train_setup(env_id, profile, actions, train_seed, steps, out)
+    targs = replace(targs, out=run_dir)
+    fp = _learned_fp(cfg, train_seed, targs, seeds)
     with refusing_other_training(out):
         res = train(targs, cfg, log=lambda s: None)
     t0 = time.perf_counter()
@@ -604,8 +626,7 @@ def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed:
            "distill_states": len(fit_states), "heldout_states": len(held_states),
            "rule_heldout": [e["components"] for e in rule_held], "rule_counters": [e["counters"] for e in rule_held],
            "eval_wall_s": time.perf_counter() - t0}
-    atomic_write_json(path, doc)
-    return doc
+    return {"doc": doc, "files": read_tree(run_dir) if return_files else None}
 
 
 def _dim_labels(base) -> list[list[str]]:
@@ -948,10 +969,24 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
         env.close()
         # the static table, then the chosen actions' held-out episodes; beside them, one training per profile
         found: dict[tuple, dict] = {}
+        static_path, held_path = os.path.join(out, "static.json"), os.path.join(out, "static_heldout.json")
 
-        def on_done(job: Job, res: dict) -> list[Job]:
-            found[job.key] = res
-            if job.key == ("static",):
+        def on_done(job: Job, res: dict) -> list[Job]:   # (the driver writes every result)
+            if job.key[0] == "learned":
+                pdir = os.path.join(out, _profile_slug(job.key[1]))
+                if res["files"] is not None:
+                    write_tree(os.path.join(pdir, "train"), res["files"])
+                res = res["doc"]
+                atomic_write_json(os.path.join(pdir, "learned.json"), res)
+            elif job.key == ("static",):
+                atomic_write_json(static_path, res)
+            else:
+                atomic_write_json(held_path, res)
+            return after(job.key, res)
+
+        def after(key: tuple, res: dict) -> list[Job]:
+            found[key] = res
+            if key == ("static",):
                 log(f"{env_id}: {len(res['actions'])} static actions on {seeds} selection episodes "
                     f"({res['wall_s']:.1f}s)")
                 if patched_label not in res["actions"]:   # the oracle's max must include the patch
@@ -961,18 +996,29 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
                 labels = list(dict.fromkeys(lab for p in profiles
                                             for lab in chosen_labels(found["choices"][p], patched_label)))
                 found["labels"] = labels
-                return [Job(("heldout",), heldout_job,
-                            (env_id, acts, seeds, labels, os.path.join(out, "static_heldout.json")))]
-            if job.key == ("heldout",):
+                return [Job(("heldout",), heldout_job, (env_id, acts, seeds, labels, read_json(held_path)))]
+            if key == ("heldout",):
                 log(f"{env_id}: {len(found['labels'])} chosen static actions on {seeds} held-out episodes "
                     f"({res['wall_s']:.1f}s)")
             else:
-                log(f"{env_id} profile {job.key[1]}: trained {res['train']['steps']} steps "
+                log(f"{env_id} profile {key[1]}: trained {res['train']['steps']} steps "
                     f"({res['train']['wall_s']:.1f}s), evaluated and distilled ({res['eval_wall_s']:.1f}s)")
             return []
 
-        jobs = [Job(("static",), static_job, (env_id, acts, seeds, os.path.join(out, "static.json")))]
-        jobs += [Job(("learned", p), learned_job, (env_id, p, acts, seeds, train_seed, steps, out)) for p in profiles]
+        jobs: list[Job] = []
+        cached = cached_static(env_id, acts, seeds, static_path)
+        if cached is None:
+            jobs.append(Job(("static",), static_job, (env_id, acts, seeds)))
+        for p in profiles:
+            done = cached_learned(env_id, p, acts, seeds, train_seed, steps, out)
+            if done is not None:
+                after(("learned", p), done)
+                continue
+            run_dir = train_setup(env_id, p, acts, train_seed, steps, out)[1].out
+            where = (run_dir, None) if ray is None else (None, read_tree(run_dir))   # (job_dir)
+            jobs.append(Job(("learned", p), learned_job, (env_id, p, acts, seeds, train_seed, steps, out, *where)))
+        if cached is not None:
+            jobs += after(("static",), cached)
         run_jobs(jobs, on_done, workers=workers, ray=ray, progress=progress)
         static, held, choices = found[("static",)], found[("heldout",)], found["choices"]
         entries = [profile_report(p, held, choices[p], found[("learned", p)], patched_label,

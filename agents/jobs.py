@@ -13,6 +13,10 @@ oracle once every context of a static table is in).  Back-ends:
   is a Ray task carrying its function and arguments; a task whose worker dies is retried
   (``RAY_MAX_RETRIES``), and if it still fails the run stops with an error naming the job.
 
+A job writes nothing into the output folder: one that writes files does so in a
+worker-local temporary directory and returns them (:func:`read_tree`); the driver alone
+writes them (:func:`write_tree`, atomically, under its lock).  An exception a job raises
+(ConfigError included, which pickles) arrives here as itself, on every back-end.
 The results come back to this process, in completion order; a job's result depends only
 on its arguments, so the output does not depend on the back-end or the number of workers.
 ``progress``: a label for one tqdm bar over all jobs (on stderr), or None for no bar.
@@ -21,13 +25,16 @@ on its arguments, so the output does not depend on the back-end or the number of
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from kenv.errors import ConfigError
+from kenv.errors import ConfigError, JobError
 
 #: times Ray runs a task again when its worker process or node dies (Ray's max_retries)
 RAY_MAX_RETRIES = 3
@@ -75,11 +82,14 @@ def run_jobs(jobs: Iterable[Job], on_done: Callable[[Job, Any], list[Job]], *, w
     initial = list(jobs)
     from tqdm import tqdm
 
+    if ray is not None:
+        _connect_ray(ray)   # (before the bar: a bad address is one line)
+
     bar = tqdm(total=len(initial), desc=progress, unit="job", disable=progress is None, file=sys.stderr,
                dynamic_ncols=True)
 
     def done(job: Job, res: Any) -> list[Job]:
-        more = list(on_done(job, _result(job, res)))
+        more = list(on_done(job, res))
         bar.update(1)
         if more:
             bar.total += len(more)
@@ -94,7 +104,7 @@ def run_jobs(jobs: Iterable[Job], on_done: Callable[[Job, Any], list[Job]], *, w
             queue = deque(initial)
             while queue:
                 job = queue.popleft()
-                queue.extend(done(job, _call(job.fn, *job.args)))
+                queue.extend(done(job, job.fn(*job.args)))
         else:
             _run_pool(initial, done, workers)
     finally:
@@ -115,7 +125,7 @@ def _run_pool(initial: list[Job], done: Callable[[Job, Any], list[Job]], workers
         # ignores it (_init_worker); here it is delivered once unblocked.
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            return pool.submit(_call, job.fn, *job.args)
+            return pool.submit(job.fn, *job.args)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -134,22 +144,52 @@ def _run_pool(initial: list[Job], done: Callable[[Job, Any], list[Job]], workers
 
 
 def _ray_task(fn: Callable, args: tuple):
-    """A job in a Ray worker: one torch thread, ConfigError carried back as data."""
+    """A job in a Ray worker: one torch thread."""
     from .train import configure_torch
 
     configure_torch()
-    return _call(fn, *args)
+    return fn(*args)
+
+
+#: seconds a --ray host:port has to accept a TCP connection before ray.init (which, given
+#: a dead address, retries for minutes: measured here, ray 2.60, more than 30 s)
+RAY_CONNECT_TIMEOUT_S = 10.0
+
+
+def _connect_ray(address: str) -> None:
+    """Join the cluster at ``address`` (``auto``, ``host:port`` or ``ray://host:port``), or
+    a one-line ConfigError within RAY_CONNECT_TIMEOUT_S when nothing answers there."""
+    import socket
+
+    import ray
+
+    if ray.is_initialized():
+        return
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError("--ray", address, "auto on a node of a running cluster (ray start, docs/scaling.md) "
+                           f"or the address of one ({why})")
+
+    host, sep, port = address.split("://")[-1].rpartition(":")
+    if sep and address != "auto":
+        try:
+            with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+                pass
+        except ValueError:
+            raise refuse(f"port {port!r} is not a number") from None
+        except OSError as e:
+            raise refuse(f"nothing answers at {host}:{port} within {RAY_CONNECT_TIMEOUT_S:g} s: "
+                         f"{e.strerror or type(e).__name__}") from None
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise refuse(f"{type(e).__name__}: {str(e).splitlines()[0][:120]}") from None
 
 
 def _run_ray(initial: list[Job], done: Callable[[Job, Any], list[Job]], address: str) -> None:
     import ray
 
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            raise ConfigError("--ray", address, "auto on a node of a running cluster (ray start, docs/scaling.md) "
-                              f"or the address of one ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+    _connect_ray(address)
     task = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(_ray_task)
     refs = {task.remote(job.fn, job.args): job for job in initial}
     try:
@@ -158,10 +198,16 @@ def _run_ray(initial: list[Job], done: Callable[[Job, Any], list[Job]], address:
             job = refs.pop(ready[0])
             try:
                 res = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as e:   # the job raised: its own exception, as itself
+                cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else None
+                if cause is None:
+                    why = str(e).strip().splitlines()[-1][:200]
+                    raise JobError(f"job {_name(job)} failed on Ray: {why}") from e
+                raise cause from None
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                    ray.exceptions.RayTaskError) as e:
-                raise RuntimeError(f"job {_name(job)} failed on Ray after {RAY_MAX_RETRIES} retries: "
-                                   f"{type(e).__name__}; the same command resumes the run") from e
+                    ray.exceptions.RaySystemError) as e:
+                raise JobError(f"job {_name(job)} failed on Ray after {RAY_MAX_RETRIES} retries: "
+                               f"{type(e).__name__}; the same command resumes the run") from e
             for j2 in done(job, res):
                 refs[task.remote(j2.fn, j2.args)] = j2
     except BaseException:
@@ -174,30 +220,59 @@ def _name(job: Job) -> str:
     return " ".join(str(k) for k in job.key)
 
 
-class _JobConfigError:
-    """A ConfigError raised in a worker, carried back to the parent as data (an exception
-    with keyword-only state does not survive pickling)."""
-
-    def __init__(self, e: ConfigError):
-        self.field, self.value, self.allowed = e.field, repr(e.value) if not _plain(e.value) else e.value, e.allowed
-
-
-def _plain(v) -> bool:
-    return v is None or isinstance(v, (bool, int, float, str))
+def read_tree(root: str) -> dict[str, bytes]:
+    """Every file under ``root`` (its lock and temporary files left out), by relative path:
+    what a job that wrote into a worker-local directory hands back to the driver."""
+    tree = {}
+    for rel in _tree_names(root):
+        with open(os.path.join(root, rel), "rb") as fh:
+            tree[rel] = fh.read()
+    return tree
 
 
-def _call(fn: Callable, *args):
-    """Run one job; a ConfigError comes back as data (:class:`_JobConfigError`)."""
-    try:
-        return fn(*args)
-    except ConfigError as e:
-        return _JobConfigError(e)
+def _tree_names(root: str) -> list[str]:
+    from .files import LOCK_NAME, TMP_PREFIX
+
+    return sorted(os.path.relpath(os.path.join(dp, f), root) for dp, _, fs in os.walk(root) for f in fs
+                  if f != LOCK_NAME and not f.startswith(TMP_PREFIX))
 
 
-def _result(job: Job, res):
-    if isinstance(res, _JobConfigError):
-        raise ConfigError(res.field, res.value, res.allowed)
-    return res
+def write_tree(root: str, tree: dict[str, bytes]) -> None:
+    """Replace the directory ``root`` by :func:`read_tree`'s files, all or nothing (in the
+    driver): written into a staging directory beside it, which then takes its place (two
+    renames); a staging or old directory an interrupted call left is removed first."""
+    from .files import TMP_PREFIX, atomic_write_bytes
+
+    parent, name = os.path.split(os.path.abspath(root))
+    stage, old = (os.path.join(parent, f"{TMP_PREFIX}{what}-{name}") for what in ("new", "old"))
+    for d in (stage, old):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(stage)
+    for rel, data in tree.items():
+        atomic_write_bytes(os.path.join(stage, rel), data)
+    if os.path.isdir(root):
+        os.rename(root, old)
+    os.rename(stage, root)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def job_dir(run_dir: str | None, prior: dict[str, bytes] | None = None):
+    """Where a job writes its files: ``run_dir`` itself when given (a pool worker on the
+    driver's machine, under its lock: a run killed mid-job resumes from the checkpoints
+    there); else a worker-local temporary directory holding ``prior`` (a Ray task, maybe on
+    another machine: its files go back to the driver, :func:`read_tree`)."""
+    if run_dir is not None:
+        yield run_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="kenv-job-") as tmp:
+        d = os.path.join(tmp, "run")
+        os.makedirs(d)
+        for rel, data in (prior or {}).items():
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "wb") as f:
+                f.write(data)
+        yield d
 
 
 def _kill_pool(pool) -> None:

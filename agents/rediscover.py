@@ -104,7 +104,7 @@ from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_pol
 from .evaluate import ci95, evaluate, evaluate_policy
 from .checkpoints import read_evaluations
 from .config import MAX_TIMESTEPS, load_train_config, make_env, registered_env_ids
-from .jobs import Job, check_ray, check_workers, run_jobs
+from .jobs import Job, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
 from .files import (
     DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, read_json, remove_stale_tmp,
 )
@@ -292,10 +292,10 @@ def table_job(env_id: str, config: str, algo: str | None, index: int) -> dict:
     return {"index": index, "row": row, "wall_s": time.perf_counter() - t0}
 
 
-def baseline_job(env_id: str, config: str, algo: str | None, out: str, rows: list[dict] | None = None,
+def baseline_job(env_id: str, config: str, algo: str | None, rows: list[dict] | None = None,
                  table_wall_s: float = 0.0) -> dict:
     """Context verdicts, oracle and baselines for one env, from the static table's rows
-    (computed here when ``rows`` is None); cached in ``<out>/<env>/baselines.json``."""
+    (computed here when ``rows`` is None); the driver caches it in ``<out>/<env>/baselines.json``."""
     cfg = load_train_config(config, env_id, algo)
     t0 = time.perf_counter()
     env = make_env(cfg)
@@ -320,7 +320,6 @@ def baseline_job(env_id: str, config: str, algo: str | None, out: str, rows: lis
            "signed_weights": weights, "evaluation": evaluation, "contexts": verdicts, "table": table,
            "wall_s": table_wall_s + time.perf_counter() - t0}
     env.close()
-    atomic_write_json(_baselines_path(out, env_id), doc)
     return doc
 
 
@@ -372,34 +371,43 @@ def check_seed_runs(env_ids: Sequence[str], seed_list: Sequence[int], config: st
                                   f"the run already there ({targs.out} was trained with others)") from None
 
 
-def seed_job(env_id: str, seed: int, config: str, algo: str | None, out: str,
-             n_timesteps: int | None = None) -> dict:
-    """Train (or resume) one seed, then evaluate the saved model (cached in learned.json):
-    its return on the evaluation episodes, its choice per context, and per context and
-    decision the return of the counterfactual policy with that decision forced to the
-    patched value (on the same episodes)."""
+def _learned_path(out: str, env_id: str, seed: int) -> str:
+    return os.path.join(out, env_slug(env_id), f"seed_{seed}", "learned.json")
+
+
+def cached_learned(env_id: str, seed: int, config: str, algo: str | None, out: str,
+                   n_timesteps: int | None = None) -> dict | None:
+    """The finished seed's learned.json in ``out``, if it is one for this run (the driver's check)."""
     cfg, targs = seed_setup(env_id, seed, config, algo, out, n_timesteps)
-    run_dir = targs.out
-    path = os.path.join(run_dir, "learned.json")
-    fp = fingerprint(cfg, seed, targs)
-    cached = _cached(path, LEARNED_KEYS, fp)
-    if cached is not None:
-        return cached
-    res = train(targs, cfg, log=_quiet)
-    t0 = time.perf_counter()
-    env = make_env(cfg)
-    model = load_model(run_dir, cfg.algo, env=env)  # evaluation reads the saved model
-    learned = ModelPolicy(model)
-    ev = evaluate_policy(env, learned, EVAL_EPISODES, EVAL_SEED)
-    # policy_summary() of the same (saved) model, CHOICE_EPISODES per context
-    choices = learned_choices(env, learned, res.summary)
-    env.close()
-    doc = {"env": env_id, "seed": seed, "algo": cfg.algo, "fingerprint": fp, "steps": res.steps,
-           "train_wall_s": res.wall_s, "eval_wall_s": time.perf_counter() - t0,
-           "return_mean": ev.return_mean, "return_ci95": ev.return_ci95, "returns": list(ev.returns),
-           "components": ev.component_means(), "choices": choices}
-    atomic_write_json(path, doc)
-    return doc
+    return _cached(_learned_path(out, env_id, seed), LEARNED_KEYS, fingerprint(cfg, seed, targs))
+
+
+def seed_job(env_id: str, seed: int, config: str, algo: str | None, n_timesteps: int | None = None,
+             run_dir: str | None = None, prior: dict[str, bytes] | None = None) -> dict:
+    """Train (or resume) one seed, then evaluate the saved model: its return on the
+    evaluation episodes, its choice per context, and per context and decision the return
+    of the counterfactual policy with that decision forced to the patched value (on the
+    same episodes).  The run is in ``run_dir``, or with None in a temporary directory
+    holding ``prior`` (:func:`kenv.agents.jobs.job_dir`).  Returns ``{"doc": learned.json,
+    "files": the run's files, or None when in run_dir}``; the driver writes them."""
+    with job_dir(run_dir, prior) as d:
+        cfg, targs = seed_setup(env_id, seed, config, algo, "", n_timesteps)
+        targs = replace(targs, out=d)
+        fp = fingerprint(cfg, seed, targs)
+        res = train(targs, cfg, log=_quiet)
+        t0 = time.perf_counter()
+        env = make_env(cfg)
+        model = load_model(d, cfg.algo, env=env)  # evaluation reads the saved model
+        learned = ModelPolicy(model)
+        ev = evaluate_policy(env, learned, EVAL_EPISODES, EVAL_SEED)
+        # policy_summary() of the same (saved) model, CHOICE_EPISODES per context
+        choices = learned_choices(env, learned, res.summary)
+        env.close()
+        doc = {"env": env_id, "seed": seed, "algo": cfg.algo, "fingerprint": fp, "steps": res.steps,
+               "train_wall_s": res.wall_s, "eval_wall_s": time.perf_counter() - t0,
+               "return_mean": ev.return_mean, "return_ci95": ev.return_ci95, "returns": list(ev.returns),
+               "components": ev.component_means(), "choices": choices}
+        return {"doc": doc, "files": None if run_dir is not None else read_tree(d)}
 
 
 def overshoot_note(cfgs: dict, n_timesteps: int | None) -> str | None:
@@ -668,8 +676,17 @@ def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, w
         env.close()
         tables[e] = {"rows": [None] * n_ctx, "left": n_ctx, "wall_s": 0.0}
         jobs += [Job(("table_job", e, i), table_job, (e, config, algo, i)) for i in range(n_ctx)]
-    jobs = [Job(("seed_job", e, s), seed_job, (e, s, config, algo, out, n_timesteps))
-            for s in seed_list for e in env_ids] + jobs
+    seed_jobs = []
+    for s in seed_list:
+        for e in env_ids:
+            cached = cached_learned(e, s, config, algo, out, n_timesteps)
+            if cached is not None:
+                results[("seed_job", e, s)] = cached
+            else:
+                run_dir = os.path.dirname(_learned_path(out, e, s))
+                where = (run_dir, None) if ray is None else (None, read_tree(run_dir))   # (job_dir)
+                seed_jobs.append(Job(("seed_job", e, s), seed_job, (e, s, config, algo, n_timesteps, *where)))
+    jobs = seed_jobs + jobs
     n_done = 0
 
     def on_done(job: Job, res: dict) -> list[Job]:
@@ -683,8 +700,16 @@ def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, w
             t["wall_s"] += res["wall_s"]
             if t["left"] == 0:
                 return [Job(("baseline_job", key[1]), baseline_job,
-                            (key[1], config, algo, out, t["rows"], t["wall_s"]))]
+                            (key[1], config, algo, t["rows"], t["wall_s"]))]
             return []
+        if key[0] == "seed_job":   # the run's files, then learned.json (the mark of a finished seed)
+            path = _learned_path(out, key[1], key[2])
+            if res["files"] is not None:
+                write_tree(os.path.dirname(path), res["files"])
+            atomic_write_json(path, res["doc"])
+            res = res["doc"]
+        else:
+            atomic_write_json(_baselines_path(out, key[1]), res)
         results[key] = res
         if key[0] == "baseline_job":
             log(f"[{n_done}] {key[1]}: static-action table, oracle and baselines ({res['wall_s']:.1f}s of CPU)")

@@ -90,7 +90,7 @@ def main() -> None:
         for env_id in env_ids:
             cfg = tr.load_train_config(args.config, env_id)
             t0 = time.perf_counter()
-            base = rd.baseline_job(env_id, args.config, None, root)
+            base = rd.baseline_job(env_id, args.config, None)
             table_s = time.perf_counter() - t0
             runs = [steps_to_patch(cfg, base, s, args.checkpoint_freq, root) for s in range(args.seeds)]
             learn_s = plain_learn_wall(cfg, env_id, 0)

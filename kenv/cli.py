@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Sequence
 
-from .errors import ConfigError
+from .errors import ConfigError, JobError
 from .files import FileError
 from .envs.registration import env_id_arg, quiet_old_versions
 from .schema import cli_count, cli_count0, cli_seed
@@ -221,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         # one line: the flag, the value and what is allowed
         parser.exit(2, f"{prog}: error: {_flag_of(args, e.field, e.value)}{' '.join(str(e).split())}\n")
+    except JobError as e:   # a job that failed on the cluster: one line naming it
+        parser.exit(1, f"{prog}: error: {e}\n")
     except OSError as e:   # the filesystem (an --out that cannot be written, a full disk, ...)
         parser.exit(2, f"{prog}: error: {_os_error(args, e)}\n")
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (train and rediscover say more)

@@ -70,3 +70,8 @@ class UnknownKeywordError(ConfigError, TypeError):
             return
         super().__init__(field, value, f"{allowed} (unexpected keyword argument {field!r})")
         self.allowed = allowed   # (as given: pickling and copies rebuild the message from it)
+
+
+class JobError(RuntimeError):
+    """A job of a run failed where it ran (a Ray worker or node that died past its retries):
+    the message is one line naming the job; the CLI prints it as such, without a traceback."""

@@ -23,9 +23,9 @@ STEPS = "1024"
 TASK_TITLE = b"ray::_ray_task"
 
 
-def _ray(*args):
+def _ray(*args, cwd=None):
     subprocess.run([os.path.join(os.path.dirname(sys.executable), "ray"), *args, "--disable-usage-stats"],
-                   check=True, capture_output=True, timeout=120)
+                   check=True, capture_output=True, timeout=120, cwd=cwd)
 
 
 def _pids_with(text: bytes) -> list[int]:
@@ -58,15 +58,17 @@ def _children(pids: set[int]) -> set[int]:
 @pytest.fixture(scope="module")
 def cluster():
     """``ray start``: a head and one extra worker node, one CPU each, on 127.0.0.1, in a
-    temporary directory of their own; the teardown ends the processes that name it, by
-    their ids (not ``ray stop``, which would end every Ray of this user)."""
+    temporary directory of their own, which is also their working directory (not the
+    driver's: a worker that wrote a relative --out would write there); the teardown ends
+    the processes that name it, by their ids (not ``ray stop``, which would end every Ray
+    of this user).  Yields the address and that directory."""
     tmp = tempfile.mkdtemp(prefix="kray", dir="/tmp")   # (short: Ray's socket paths must be)
     port = "6" + str(os.getpid() % 1000 + 100)
     try:
         _ray("start", "--head", "--node-ip-address", "127.0.0.1", "--port", port, "--num-cpus", "1",
-             "--include-dashboard=false", "--temp-dir", tmp)
-        _ray("start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1")
-        yield f"127.0.0.1:{port}"
+             "--include-dashboard=false", "--temp-dir", tmp, cwd=tmp)
+        _ray("start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", cwd=tmp)
+        yield f"127.0.0.1:{port}", tmp
     finally:
         for _ in range(3):
             ours = set(_pids_with(tmp.encode()) + _pids_with(f"127.0.0.1:{port}".encode()))
@@ -79,15 +81,15 @@ def cluster():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def rediscover(out, *extra, wait=True):
+def rediscover(out, *extra, wait=True, cwd=None):
     cmd = [sys.executable, "-m", "kenv.cli", "rediscover", "--envs", *ENVS, "--seeds", "2", "--n-timesteps", STEPS,
            "--out", str(out), "--no-plots", *extra]
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     if not wait:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=cwd)
     assert r.returncode == 0, r.stderr[-3000:]
-    return table(out)
+    return table(os.path.join(cwd or "", out))
 
 
 def table(out):
@@ -120,10 +122,24 @@ def _diff(a, b, path="") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
+def _learned(out) -> dict[str, int]:
+    """Each finished seed's learned.json under ``out`` and its modification time."""
+    return {os.path.relpath(os.path.join(d, f), out): os.stat(os.path.join(d, f)).st_mtime_ns
+            for d, _, fs in os.walk(out) for f in fs if f == "learned.json"}
+
+
 def test_ray_table_equals_the_process_pool_table(cluster, pool_table, tmp_path):
-    got = rediscover(tmp_path / "ray", "--ray", cluster)
+    """... and the driver alone wrote --out: given relative, it is under the driver's
+    working directory, not the workers' (the cluster's directory), with every run's files."""
+    address, ray_cwd = cluster
+    got = rediscover("out", "--ray", address, cwd=tmp_path)
     assert len(got["rows"]) == 4
     assert _diff(pool_table, got) == []
+    assert not os.path.exists(os.path.join(ray_cwd, "out"))
+    for e in ENVS:
+        for s in range(2):
+            run = tmp_path / "out" / e.replace("/", "_") / f"seed_{s}"
+            assert {"learned.json", "model.zip", "result.json", "run.yaml"} <= set(os.listdir(run))
 
 
 def _task_pids() -> list[int]:
@@ -140,8 +156,11 @@ def _task_pids() -> list[int]:
 
 
 def test_a_ray_worker_killed_mid_job_is_survived(cluster, pool_table, tmp_path):
+    """Ray runs the killed task again (max_retries), or the run stops with one line naming
+    the job; either way a rerun with the same --out redoes no finished job and completes."""
+    address, _ = cluster
     before = set(_task_pids())   # (another Ray run on this machine: not ours to kill)
-    p = rediscover(tmp_path / "ray", "--ray", cluster, wait=False)
+    p = rediscover(tmp_path / "ray", "--ray", address, wait=False)
     killed = None
     deadline = time.monotonic() + 300
     while killed is None and p.poll() is None and time.monotonic() < deadline:
@@ -153,8 +172,15 @@ def test_a_ray_worker_killed_mid_job_is_survived(cluster, pool_table, tmp_path):
         time.sleep(0.1)
     _, err = p.communicate(timeout=900)
     assert killed is not None, "no Ray task process seen"
-    assert p.returncode == 0, err.decode()[-3000:]
-    assert _diff(pool_table, table(tmp_path / "ray")) == []
+    err = err.decode()
+    if p.returncode != 0:
+        assert "Traceback" not in err and "failed on Ray" in err and "job " in err, err[-3000:]
+    finished = _learned(tmp_path / "ray")
+    assert _diff(pool_table, rediscover(tmp_path / "ray", "--ray", address)) == []
+    again = _learned(tmp_path / "ray")
+    assert {f: again[f] for f in finished} == finished, "a finished job was redone"
+    assert len(again) == 4
+    assert not [f for _, _, fs in os.walk(tmp_path / "ray") for f in fs if f.startswith(".kenv-tmp-")]
 
 
 def test_ray_without_a_cluster_is_a_one_line_error(tmp_path):
@@ -162,3 +188,41 @@ def test_ray_without_a_cluster_is_a_one_line_error(tmp_path):
                         "--ray", ""], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "--ray" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ray_at_a_dead_address_is_a_one_line_error_within_the_connect_timeout(tmp_path):
+    from kenv.agents.jobs import RAY_CONNECT_TIMEOUT_S
+
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "kenv.cli", "rediscover", "--envs", ENVS[0], "--out", str(tmp_path),
+                        "--ray", "127.0.0.1:1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and time.monotonic() - t0 < RAY_CONNECT_TIMEOUT_S + 60   # (+ the imports)
+    assert r.stderr.count("\n") == 1 and "--ray" in r.stderr and "127.0.0.1:1" in r.stderr, r.stderr
+
+
+def _run_jobs_on(address: str, job: str, caught: str) -> subprocess.CompletedProcess:
+    """``run_jobs([job])`` on the cluster in a fresh Python; prints ``type | message`` of a ``caught``."""
+    code = ("import os, ray; from kenv.agents.jobs import Job, run_jobs, check_workers\n"
+            f"from kenv.errors import {caught}\n"
+            "try:\n"
+            f"    run_jobs([{job}], lambda j, r: [], ray={address!r})\n"
+            f"except {caught} as e:\n"
+            "    print(type(e).__name__, '|', e.field if hasattr(e, 'field') else e)\n"
+            "finally:\n"
+            "    ray.shutdown()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+
+
+def test_a_config_error_raised_in_a_ray_task_arrives_as_itself(cluster):
+    r = _run_jobs_on(cluster[0], "Job(('w',), check_workers, (0,))", "ConfigError")
+    assert r.stdout.strip() == "ConfigError | --workers", r.stdout + r.stderr[-2000:]
+
+
+def test_a_job_whose_worker_dies_every_time_is_a_one_line_job_error(cluster):
+    """Past RAY_MAX_RETRIES the run stops with kenv.errors.JobError, one line naming the job
+    (the CLI prints it as such): here the job is os._exit, which kills its worker each try."""
+    r = _run_jobs_on(cluster[0], "Job(('exit', 'job'), os._exit, (3,))", "JobError")
+    ours = [line for line in r.stdout.splitlines() if line.startswith("JobError")]   # (the raylet's notes
+    assert len(ours) == 1 and ours[0].startswith("JobError | job exit job failed on Ray after 3 retries"), \
+        r.stdout[-2000:] + r.stderr[-2000:]                                         # on each death aside)
