@@ -40,6 +40,11 @@ RAID6BENCH_V2 = MappingProxyType({"load_balance": True, "phases": True})
 #: what ``kenv/Kernel-v2`` turns on: v1's boot-time states, PREEMPT_RT's
 #: interrupt threads on the rt scenarios, and the three phased workloads
 KERNEL_V2 = MappingProxyType({"boot_states": True, "irq_threads": True, "phases": True})
+#: the controls of ``kenv discover`` (issue #40 item 2; docs/discover.md, Controls):
+#: HwrngWait-v0's dynamics on a scenario mix where, under the ``throughput`` profile,
+#: the best wait flips with an observed row (positive), or does not (negative)
+HWRNGWAIT_CONTROL = MappingProxyType({"scenario": "hwrng-control"})
+HWRNGWAIT_NULL_CONTROL = MappingProxyType({"scenario": "hwrng-null-control"})
 
 ENVS = (
     # id, entry point, max_episode_steps
@@ -53,6 +58,8 @@ ENVS = (
     ("kenv/HwrngWait-v1", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
     ("kenv/Raid6Bench-v2", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
     ("kenv/Kernel-v2", "kenv.envs.kernel_env:KernelEnv", 48),
+    ("kenv/HwrngWaitControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
+    ("kenv/HwrngWaitNullControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
 )
 
 #: the keyword arguments an id registers with (ids not named here: none)
@@ -63,6 +70,8 @@ ENV_KWARGS = MappingProxyType({
     "kenv/HwrngWait-v1": HWRNGWAIT_V1,
     "kenv/Raid6Bench-v2": RAID6BENCH_V2,
     "kenv/Kernel-v2": KERNEL_V2,
+    "kenv/HwrngWaitControl-v0": HWRNGWAIT_CONTROL,
+    "kenv/HwrngWaitNullControl-v0": HWRNGWAIT_NULL_CONTROL,
 })
 
 
