@@ -15,6 +15,7 @@ import numpy as np
 
 from kenv.envs.reward import COMPONENTS
 from kenv.errors import ConfigError
+from kenv.envs.scores import has_score, normalized_score
 
 from .baselines import BASELINES, Policy, make_policy, run_episode
 
@@ -68,18 +69,28 @@ class EvalResult:
     policies: list[PolicyEval]
     skipped: dict[str, str] = field(default_factory=dict)
 
+    def score(self, p: PolicyEval) -> float | None:
+        """``p``'s normalised score (kenv.envs.scores; None: none for this id or profile)."""
+        if not p.returns or not has_score(self.env, self.profile):
+            return None
+        return normalized_score(self.env, p.returns)
+
     def to_dict(self) -> dict:
         return {"env": self.env, "profile": self.profile, "episodes": self.episodes,
-                "policies": [p.to_dict() for p in self.policies], "skipped": self.skipped}
+                "policies": [{**p.to_dict(), "normalized_score": self.score(p)} for p in self.policies],
+                "skipped": self.skipped}
 
     def format_text(self) -> str:
-        head = f"{'policy':<10} {'return (mean ± 95% CI)':>22}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
+        head = f"{'policy':<10} {'return (mean ± 95% CI)':>22} {'score':>7}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
         lines = [f"{self.env}  profile={self.profile}  episodes={self.episodes}  "
                  f"(± : half-width of the 95% confidence interval of the mean, Student t; "
-                 f"components: mean per episode)", head, "-" * len(head)]
+                 f"components: mean per episode; score: normalised, 0 = random, 100 = oracle, "
+                 f"kenv.normalized_score)", head, "-" * len(head)]
         for p in sorted(self.policies, key=lambda p: -p.return_mean):
             cm = p.component_means()
-            lines.append(f"{p.name:<10} {p.return_mean:>13.3f} ± {p.return_ci95:<6.3f}  "
+            sc = self.score(p)
+            lines.append(f"{p.name:<10} {p.return_mean:>13.3f} ± {p.return_ci95:<6.3f} "
+                         + (f"{sc:>7.1f}  " if sc is not None else f"{'-':>7}  ")
                          + " ".join(f"{cm.get(c, 0.0):>10.3f}" for c in COMPONENTS))
         for name, why in self.skipped.items():
             lines.append(f"{name:<10} skipped: {why}")

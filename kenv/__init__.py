@@ -6,6 +6,8 @@
 
 __version__ = "0.1.0"
 
+from .envs.scores import normalized_score  # noqa: E402  (public: 0 = random, 100 = reference)
+
 
 def _register() -> None:
     try:
