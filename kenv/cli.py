@@ -3,6 +3,7 @@
     kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
     kenv reproduce [--json]        every seed figure: simulated vs published
     kenv evaluate --env ID ...     baselines (and --model PATH.zip) side by side, with 95% confidence intervals
+    kenv validate PATH [--json]    replay episode records; exit 1 on any mismatch
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
@@ -101,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
 
+    va = sub.add_parser("validate", help="replay every episode record of a JSON Lines file; exit 1 on any mismatch")
+    va.add_argument("path", help="a records file (kenv.RecordEpisodes, kenv evaluate --record)")
+    _add_common(va)
+    va.set_defaults(_run=_validate)
+
     b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")
     b.add_argument("--steps", type=cli_count, default=3000, help="steps per env (default 3000)")
     b.add_argument("--env", action="append", default=None, type=env_id_arg, help="only this env id (repeatable)")
@@ -142,6 +148,12 @@ def _evaluate(args: argparse.Namespace):
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
                     model=args.model)
+
+
+def _validate(args: argparse.Namespace):
+    from .envs.validate import validate
+
+    return validate(args.path)
 
 
 def _bench(args: argparse.Namespace):
@@ -226,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(result.format_text().rstrip("\n") + "\n")
-    return 0
+    return getattr(result, "exit_code", 0)
 
 
 if __name__ == "__main__":  # pragma: no cover
