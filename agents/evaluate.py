@@ -7,12 +7,14 @@ Every policy plays the same seeded episodes (episode i resets with seed
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
 
+from kenv.envs.record import RecordEpisodes
 from kenv.envs.reward import COMPONENTS
 from kenv.errors import ConfigError
 from kenv.envs.scores import has_score, normalized_score
@@ -109,9 +111,12 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
 
 def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int = 20, seed: int = 0,
              profile: str = "balanced", env_kwargs: Mapping[str, Any] | None = None,
-             extra: Mapping[str, Policy] | None = None, model: str | None = None) -> EvalResult:
+             extra: Mapping[str, Policy] | None = None, model: str | None = None,
+             record: str | None = None) -> EvalResult:
     """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``;
-    ``model``: the path of an SB3 model for this env, scored as the row ``model``."""
+    ``model``: the path of an SB3 model for this env, scored as the row ``model``;
+    ``record``: write every evaluated episode's record (kenv.RecordEpisodes, JSON Lines)
+    to this path, replaced whole at the end (``kenv validate`` replays them)."""
     if episodes < 1:
         raise ConfigError("episodes", episodes, "an integer >= 1")
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
@@ -122,17 +127,24 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     if model is not None:   # checked before any episode runs
         extra = {**dict(extra or {}), "model": model_policy(model, env)}
     out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
+    tmp = f"{record}.tmp" if record is not None else None
+    if tmp is not None and os.path.exists(tmp):
+        os.remove(tmp)
+    # the evaluated episodes only (not the oracle's search, which runs on ``env``)
+    played = RecordEpisodes(env, tmp) if tmp is not None else env
     for n in names:
         try:
             pol = make_policy(n, env, seed=seed)
         except ConfigError as e:
             out.skipped[n] = str(e)
             continue
-        out.policies.append(evaluate_policy(env, pol, episodes, seed))
+        out.policies.append(evaluate_policy(played, pol, episodes, seed))
     for name, pol in (extra or {}).items():
         pol.name = name
-        out.policies.append(evaluate_policy(env, pol, episodes, seed))
+        out.policies.append(evaluate_policy(played, pol, episodes, seed))
     env.close()
+    if tmp is not None:
+        os.replace(tmp, record)
     return out
 
 

@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
     ev.add_argument("--model", default=None, metavar="PATH.zip",
                     help="also score this SB3 model (kenv train's model.zip or run directory) as the row 'model'")
+    ev.add_argument("--record", default=None, metavar="PATH",
+                    help="write one JSON Lines record per evaluated episode here (kenv validate replays them)")
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
 
@@ -147,7 +149,7 @@ def _evaluate(args: argparse.Namespace):
     from kenv.agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
-                    model=args.model)
+                    model=args.model, record=args.record)
 
 
 def _validate(args: argparse.Namespace):

@@ -70,3 +70,12 @@ def test_truncated_file_fails(made, tmp_path):
     path.write_text(path.read_text()[:-40])
     p = _validate(path)
     assert p.returncode == 1 and "truncated" in p.stdout
+
+
+def test_evaluate_record_validates(tmp_path):
+    path = tmp_path / "ev.jsonl"
+    subprocess.run([sys.executable, "-m", "kenv.cli", "evaluate", "--env", ENV, "--policy", "random",
+                    "--episodes", "3", "--record", str(path)], check=True, capture_output=True)
+    assert len(path.read_text().splitlines()) == 3
+    p = _validate(path)
+    assert p.returncode == 0 and "3 of 3 records valid" in p.stdout, p.stdout
