@@ -44,7 +44,7 @@ def test_record_from_another_process_passes(made, tmp_path):
     assert "2 of 2 records valid" in p.stdout
 
 
-@pytest.mark.parametrize("case", ["return", "dropped", "changed", "profile", "version"])
+@pytest.mark.parametrize("case", ["return", "dropped", "changed", "profile", "version", "dynamics"])
 def test_tampering_fails(made, tmp_path, case):
     rec = json.loads(json.dumps(made[0]))
     if case == "return":
@@ -55,14 +55,19 @@ def test_tampering_fails(made, tmp_path, case):
         rec["actions"][3] = 1 - rec["actions"][3]
     elif case == "profile":
         rec["profile"] = "latency"
+    elif case == "dynamics":
+        rec["kenv_version"], rec["dynamics"] = "0.0.1", "0123456789ab"
+        rec["return"] += 1.0
     elif case == "version":
         rec["kenv_version"] = "0.0.1"
         rec["return"] += 1.0
     p = _validate(_write(tmp_path / "r.jsonl", [rec, made[1]]))
     assert p.returncode == 1, p.stdout
     assert "line 1: FAIL" in p.stdout and "line 2: ok" in p.stdout
-    if case == "version":
+    if case in ("version", "dynamics"):
         assert "kenv 0.0.1" in p.stdout and "0.1.0" in p.stdout
+    if case == "dynamics":
+        assert "dynamics 0123456789ab" in p.stdout and "dynamics changed" in p.stdout
 
 
 def test_truncated_file_fails(made, tmp_path):

@@ -68,9 +68,13 @@ class RecordEpisodes(gym.Wrapper):
         """The record of the episode that just ended."""
         import kenv
 
+        from .scores import dynamics_fingerprint
+
         base = self.env.unwrapped
         return {"format": RECORD_FORMAT, "env_id": self.env.spec.id if self.env.spec else None,
-                "kenv_version": kenv.__version__, "profile": base.profile.name,
+                "kenv_version": kenv.__version__,
+                "dynamics": dynamics_fingerprint(self.env.spec.id) if self.env.spec else None,
+                "profile": base.profile.name,
                 "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
                 "return": self._return, "components": self._components,
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated}

@@ -51,6 +51,17 @@ REFERENCE_RETURNS = MappingProxyType({
 })
 
 
+def dynamics_fingerprint(env_id: str) -> str | None:
+    """A short fingerprint of ``env_id``'s dynamics: a hash of its measured
+    :data:`REFERENCE_RETURNS` (re-measured exactly by tests/test_scores.py, so a
+    dynamics change changes it); None for an unknown id."""
+    import hashlib
+
+    if env_id not in REFERENCE_RETURNS:
+        return None
+    return hashlib.sha256(repr(REFERENCE_RETURNS[env_id]).encode()).hexdigest()[:12]
+
+
 def has_score(env_id: str, profile: str) -> bool:
     """Whether returns of ``env_id`` under ``profile`` have a normalised score."""
     return profile == SCORE_PROFILE and env_id in REFERENCE_RETURNS

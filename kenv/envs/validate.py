@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .registration import ENV_IDS
+from .scores import dynamics_fingerprint
 
 
 @dataclass
@@ -46,9 +47,11 @@ def check_record(rec: dict) -> str | None:
     env_id = rec.get("env_id")
     if env_id not in ENV_IDS:
         return f"env_id {env_id!r} is not a kenv id ({', '.join(ENV_IDS)})"
-    version = rec.get("kenv_version")
-    other = "" if version == kenv.__version__ else \
-        f" (record made with kenv {version}, replayed with kenv {kenv.__version__}: the env's dynamics may differ)"
+    version, dyn = rec.get("kenv_version"), rec.get("dynamics")
+    now = dynamics_fingerprint(env_id)
+    other = "" if version == kenv.__version__ and dyn == now else \
+        (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
+         f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
     try:
         env = gym.make(env_id, profile=rec["profile"])
     except (ConfigError, KeyError) as e:
