@@ -7,14 +7,17 @@ Every policy plays the same seeded episodes (episode i resets with seed
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
 
+from kenv.envs.record import RecordEpisodes
 from kenv.envs.reward import COMPONENTS
 from kenv.errors import ConfigError
+from kenv.envs.scores import has_score, normalized_score
 
 from .baselines import BASELINES, Policy, make_policy, run_episode
 from .estimate import announce, episodes_s
@@ -69,18 +72,28 @@ class EvalResult:
     policies: list[PolicyEval]
     skipped: dict[str, str] = field(default_factory=dict)
 
+    def score(self, p: PolicyEval) -> float | None:
+        """``p``'s normalised score (kenv.envs.scores; None: none for this id or profile)."""
+        if not p.returns or not has_score(self.env, self.profile):
+            return None
+        return normalized_score(self.env, p.returns)
+
     def to_dict(self) -> dict:
         return {"env": self.env, "profile": self.profile, "episodes": self.episodes,
-                "policies": [p.to_dict() for p in self.policies], "skipped": self.skipped}
+                "policies": [{**p.to_dict(), "normalized_score": self.score(p)} for p in self.policies],
+                "skipped": self.skipped}
 
     def format_text(self) -> str:
-        head = f"{'policy':<10} {'return (mean ± 95% CI)':>22}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
+        head = f"{'policy':<10} {'return (mean ± 95% CI)':>22} {'score':>7}  " + " ".join(f"{c:>10}" for c in COMPONENTS)
         lines = [f"{self.env}  profile={self.profile}  episodes={self.episodes}  "
                  f"(± : half-width of the 95% confidence interval of the mean, Student t; "
-                 f"components: mean per episode)", head, "-" * len(head)]
+                 f"components: mean per episode; score: normalised, 0 = random, 100 = oracle, "
+                 f"kenv.normalized_score)", head, "-" * len(head)]
         for p in sorted(self.policies, key=lambda p: -p.return_mean):
             cm = p.component_means()
-            lines.append(f"{p.name:<10} {p.return_mean:>13.3f} ± {p.return_ci95:<6.3f}  "
+            sc = self.score(p)
+            lines.append(f"{p.name:<10} {p.return_mean:>13.3f} ± {p.return_ci95:<6.3f} "
+                         + (f"{sc:>7.1f}  " if sc is not None else f"{'-':>7}  ")
                          + " ".join(f"{cm.get(c, 0.0):>10.3f}" for c in COMPONENTS))
         for name, why in self.skipped.items():
             lines.append(f"{name:<10} skipped: {why}")
@@ -100,10 +113,12 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
 def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int = 20, seed: int = 0,
              profile: str = "balanced", env_kwargs: Mapping[str, Any] | None = None,
              extra: Mapping[str, Policy] | None = None, model: str | None = None,
-             trust_model: bool = False) -> EvalResult:
+             trust_model: bool = False, record: str | None = None) -> EvalResult:
     """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``;
     ``model``: the path of an SB3 model for this env, scored as the row ``model`` (read
-    without unpickling unless ``trust_model``: :mod:`kenv.agents.models`)."""
+    without unpickling unless ``trust_model``: :mod:`kenv.agents.models`);
+    ``record``: write every evaluated episode's record (kenv.RecordEpisodes, JSON Lines)
+    to this path, replaced whole at the end (``kenv validate`` replays them)."""
     if episodes < 1:
         raise ConfigError("episodes", episodes, "an integer >= 1")
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
@@ -115,17 +130,24 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
         extra = {**dict(extra or {}), "model": model_policy(model, env, trust_model)}
     announce("kenv evaluate", episodes_s(env_id, episodes * (len(names) + len(extra or {}))))
     out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
+    tmp = f"{record}.tmp" if record is not None else None
+    if tmp is not None and os.path.exists(tmp):
+        os.remove(tmp)
+    # the evaluated episodes only (not the oracle's search, which runs on ``env``)
+    played = RecordEpisodes(env, tmp) if tmp is not None else env
     for n in names:
         try:
             pol = make_policy(n, env, seed=seed)
         except ConfigError as e:
             out.skipped[n] = str(e)
             continue
-        out.policies.append(evaluate_policy(env, pol, episodes, seed))
+        out.policies.append(evaluate_policy(played, pol, episodes, seed))
     for name, pol in (extra or {}).items():
         pol.name = name
-        out.policies.append(evaluate_policy(env, pol, episodes, seed))
+        out.policies.append(evaluate_policy(played, pol, episodes, seed))
     env.close()
+    if tmp is not None:
+        os.replace(tmp, record)
     return out
 
 

@@ -51,6 +51,7 @@ class Args:
     max_grad_norm: float = 0.5
     eval_episodes: int = 32
     torch_threads: int = 1         # a small MLP: more threads only contend
+    record: str = ""               # a path: the learned policy's evaluation episodes as records (kenv validate)
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -96,9 +97,12 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(x)
 
 
-def evaluate(env_id: str, episodes: int, policy, seed0: int = 10_000) -> float:
-    """Mean return of ``policy(env, obs) -> action`` over seeded episodes (seeds seed0, seed0+1, ...)."""
+def evaluate(env_id: str, episodes: int, policy, seed0: int = 10_000, record: str = "") -> float:
+    """Mean return of ``policy(env, obs) -> action`` over seeded episodes (seeds seed0, seed0+1, ...);
+    ``record``: also append each episode's record there (kenv.RecordEpisodes)."""
     env = gym.make(env_id)
+    if record:
+        env = kenv.RecordEpisodes(env, record)
     returns = []
     for i in range(episodes):
         obs, _ = env.reset(seed=seed0 + i)
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
         return lambda env, o: env.unwrapped.action_for(name)
 
     base = gym.make(args.env_id).unwrapped   # for the name of its patched choice
-    evals = {"learned (greedy)": evaluate(args.env_id, args.eval_episodes, greedy),
+    evals = {"learned (greedy)": evaluate(args.env_id, args.eval_episodes, greedy, record=args.record),
              f"patched ({base.PATCHED})": evaluate(args.env_id, args.eval_episodes, constant(base.PATCHED)),
              "random": evaluate(args.env_id, args.eval_episodes, lambda env, o: env.action_space.sample())}
     print(f"evaluation over {args.eval_episodes} seeded episodes (mean return): "

@@ -6,6 +6,17 @@
 
 __version__ = "0.1.0"
 
+from .envs.scores import normalized_score  # noqa: E402  (public: 0 = random, 100 = reference)
+
+
+def __getattr__(name: str):
+    """``kenv.RecordEpisodes`` (kenv.envs.record; imported on use: it needs gymnasium)."""
+    if name == "RecordEpisodes":
+        from .envs.record import RecordEpisodes
+
+        return RecordEpisodes
+    raise AttributeError(f"module 'kenv' has no attribute {name!r}")
+
 
 def _register() -> None:
     try:

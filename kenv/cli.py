@@ -3,6 +3,7 @@
     kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
     kenv reproduce [--json]        every seed figure: simulated vs published
     kenv evaluate --env ID ...     baselines (and --model PATH.zip) side by side, with 95% confidence intervals
+    kenv validate PATH [--json]    replay episode records; exit 1 on any mismatch
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
@@ -103,8 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "read without unpickling anything from it (an SB3 zip holds pickled fields: code)")
     ev.add_argument("--trust-model", action="store_true",
                     help="let SB3 unpickle the --model file (runs code from it: only for files you trust)")
+    ev.add_argument("--record", default=None, metavar="PATH",
+                    help="write one JSON Lines record per evaluated episode here (kenv validate replays them)")
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
+
+    va = sub.add_parser("validate", help="replay every episode record of a JSON Lines file; exit 1 on any mismatch")
+    va.add_argument("path", help="a records file (kenv.RecordEpisodes, kenv evaluate --record)")
+    _add_common(va)
+    va.set_defaults(_run=_validate)
 
     b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")
     b.add_argument("--steps", type=cli_count, default=3000, help="steps per env (default 3000)")
@@ -146,7 +154,13 @@ def _evaluate(args: argparse.Namespace):
     from kenv.agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
-                    model=args.model, trust_model=args.trust_model)
+                    model=args.model, trust_model=args.trust_model, record=args.record)
+
+
+def _validate(args: argparse.Namespace):
+    from .envs.validate import validate
+
+    return validate(args.path)
 
 
 def _bench(args: argparse.Namespace):
@@ -242,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, BrokenPipeError):   # the reader has what it wanted: quiet, as SIGPIPE would be
             return 128 + 13
         parser.exit(1, f"{prog}: error: cannot write the standard output: {e.strerror or e}\n")
-    return 0
+    return getattr(result, "exit_code", 0)
 
 
 def _estimate(args: argparse.Namespace, prog: str) -> float | None:

@@ -97,3 +97,18 @@ def test_tianshou_dqn(monkeypatch):
     assert math.isfinite(out["best_reward"])
     assert all(math.isfinite(v) for v in out["eval"].values())
 
+
+
+def test_cleanrl_ppo_records_validate(monkeypatch, tmp_path):
+    """A policy trained outside kenv records its evaluation with kenv.RecordEpisodes;
+    kenv validate (the CLI) accepts the records."""
+    import subprocess
+    import sys
+
+    ex = load_example("cleanrl_ppo", monkeypatch)
+    path = tmp_path / "learned.jsonl"
+    ex.main(["--total-timesteps", "512", "--num-envs", "2", "--num-steps", "64",
+             "--eval-episodes", "3", "--record", str(path)])
+    assert len(path.read_text().splitlines()) == 3
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", str(path)], capture_output=True, text=True)
+    assert p.returncode == 0 and "3 of 3 records valid" in p.stdout, p.stdout + p.stderr

@@ -1,0 +1,86 @@
+"""``RecordEpisodes``: a Gymnasium wrapper writing one JSON Lines record per episode.
+
+It works under any client (SB3, a ``gym.make_vec`` loop, CleanRL, RLlib ...):
+wrap the env (``gym.make(id)`` or each sub-env of a vector env) and every
+finished episode appends one line to ``path`` (docs/benchmarks.md documents
+the fields).  An episode is only replayable from its reset seed, so a reset
+without a seed (a vector env's autoreset) gets one: the next value of a
+generator seeded by the wrapper's first seeded reset (or 0), recorded.
+
+Each record is written with one ``write`` of a whole line, flushed, so a
+killed run leaves whole records (and at most one truncated last line, which
+``kenv validate`` reports).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+#: the record format's version (a field of every record)
+RECORD_FORMAT = 1
+
+
+def _plain(a: Any) -> Any:
+    """An action as JSON: an int, or a list of ints (MultiDiscrete)."""
+    arr = np.asarray(a)
+    return int(arr) if arr.ndim == 0 else [int(x) for x in arr.ravel()]
+
+
+class RecordEpisodes(gym.Wrapper):
+    """Append one JSON Lines record per finished episode of ``env`` to ``path``."""
+
+    def __init__(self, env: gym.Env, path: str):
+        super().__init__(env)
+        self.path = os.fspath(path)
+        self._seeds: np.random.Generator | None = None
+        self._seed: int | None = None
+        self._actions: list = []
+        self._return = 0.0
+        self._components: dict[str, float] = {}
+        self._scenario: dict = {}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if self._seeds is None:
+            self._seeds = np.random.default_rng(0 if seed is None else seed)
+        if seed is None:
+            seed = int(self._seeds.integers(2**31))
+        self._seed, self._actions, self._return, self._components = int(seed), [], 0.0, {}
+        obs, info = self.env.reset(seed=self._seed, options=options)
+        self._scenario = dict(info.get("scenario", {}))
+        return obs, info
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        self._actions.append(_plain(action))
+        self._return += float(r)
+        for c, v in info.get("reward_components", {}).items():
+            self._components[c] = self._components.get(c, 0.0) + float(v)
+        if term or trunc:
+            self._write(bool(term), bool(trunc))
+        return obs, r, term, trunc, info
+
+    def record(self, terminated: bool, truncated: bool) -> dict:
+        """The record of the episode that just ended."""
+        import kenv
+
+        from .scores import dynamics_fingerprint
+
+        base = self.env.unwrapped
+        return {"format": RECORD_FORMAT, "env_id": self.env.spec.id if self.env.spec else None,
+                "kenv_version": kenv.__version__,
+                "dynamics": dynamics_fingerprint(self.env.spec.id) if self.env.spec else None,
+                "profile": base.profile.name,
+                "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
+                "return": self._return, "components": self._components,
+                "length": len(self._actions), "terminated": terminated, "truncated": truncated}
+
+    def _write(self, terminated: bool, truncated: bool) -> None:
+        line = json.dumps(self.record(terminated, truncated), sort_keys=True) + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()

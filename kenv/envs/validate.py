@@ -1,0 +1,111 @@
+"""``kenv validate PATH``: replay every record of a JSON Lines file (kenv.envs.record)
+in a fresh env and check its return, components and length exactly (kenv is
+deterministic: a record that does not reproduce was edited, truncated, or made
+with other dynamics)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+
+from ..errors import ConfigError
+from .registration import ENV_IDS
+from .scores import dynamics_fingerprint
+
+
+@dataclass
+class ValidateResult:
+    path: str
+    lines: list[tuple[int, bool, str]] = field(default_factory=list)   # (line no, ok, message)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for _, ok, _ in self.lines if not ok)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed or not self.lines else 0
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "records": len(self.lines), "failed": self.failed,
+                "results": [{"line": n, "ok": ok, "message": m} for n, ok, m in self.lines]}
+
+    def format_text(self) -> str:
+        out = [f"line {n}: {'ok' if ok else 'FAIL'}: {m}" for n, ok, m in self.lines]
+        out.append(f"{self.path}: {len(self.lines) - self.failed} of {len(self.lines)} records valid"
+                   + ("" if self.lines else " (no records)"))
+        return "\n".join(out)
+
+
+def check_record(rec: dict) -> str | None:
+    """None if ``rec`` replays exactly, else what differs (one line)."""
+    import kenv
+
+    env_id = rec.get("env_id")
+    if env_id not in ENV_IDS:
+        return f"env_id {env_id!r} is not a kenv id ({', '.join(ENV_IDS)})"
+    version, dyn = rec.get("kenv_version"), rec.get("dynamics")
+    now = dynamics_fingerprint(env_id)
+    other = "" if version == kenv.__version__ and dyn == now else \
+        (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
+         f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
+    try:
+        env = gym.make(env_id, profile=rec["profile"])
+    except (ConfigError, KeyError) as e:
+        return f"profile {rec.get('profile')!r}: {e}"
+    _, info = env.reset(seed=rec["seed"])
+    if info.get("scenario") != rec.get("scenario"):
+        return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
+    total, comps, steps = 0.0, {}, 0
+    done = False
+    for a in rec["actions"]:
+        if done:
+            return f"{len(rec['actions'])} actions but the episode ended after {steps}{other}"
+        act = np.asarray(a, dtype=np.int64) if isinstance(a, list) else a
+        if not env.action_space.contains(act):
+            return f"action {a!r} at step {steps} is not in {env.action_space}"
+        _, r, term, trunc, info = env.step(act)
+        steps += 1
+        total += float(r)
+        for c, v in info["reward_components"].items():
+            comps[c] = comps.get(c, 0.0) + float(v)
+        done = term or trunc
+    env.close()
+    if not done:
+        return f"the episode has not ended after the record's {steps} actions (dropped actions?){other}"
+    if steps != rec.get("length"):
+        return f"length {rec.get('length')} != replayed {steps}{other}"
+    if total != rec.get("return"):
+        return f"return {rec.get('return')!r} != replayed {total!r}{other}"
+    if comps != rec.get("components"):
+        return f"components {rec.get('components')} != replayed {comps}{other}"
+    return None
+
+
+def validate(path: str) -> ValidateResult:
+    out = ValidateResult(path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError
+        except ValueError:
+            out.lines.append((n, False, "not a whole JSON record (a truncated file?)"))
+            continue
+        if n == len(lines) and not text.endswith("\n"):
+            out.lines.append((n, False, "the last line has no newline (a truncated file?)"))
+            continue
+        try:
+            why = check_record(rec)
+        except (KeyError, TypeError, ValueError) as e:
+            why = f"malformed record: {type(e).__name__}: {e}"
+        out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}"))
+    return out

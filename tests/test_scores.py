@@ -1,0 +1,45 @@
+"""Normalised scores (kenv.envs.scores): the ends of the scale re-measured exactly, per id."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import kenv
+from kenv.agents.evaluate import evaluate
+from kenv.envs.registration import ENV_IDS
+from kenv.errors import ConfigError
+from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE
+
+
+def test_every_id_has_a_score():
+    assert set(REFERENCE_RETURNS) == set(ENV_IDS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_references_remeasured_exactly(env_id):
+    """Simulator outputs: a change of the env's dynamics changes them; random scores
+    0 and the reference 100 on the evaluation episodes."""
+    r = evaluate(env_id, ["random", REFERENCE_POLICY], episodes=EVAL_EPISODES, seed=0, profile=SCORE_PROFILE)
+    got = {p.name: p.return_mean for p in r.policies}
+    assert (got["random"], got[REFERENCE_POLICY]) == REFERENCE_RETURNS[env_id]
+    rand, ref = (next(p for p in r.policies if p.name == n).returns for n in ("random", REFERENCE_POLICY))
+    assert kenv.normalized_score(env_id, rand) == pytest.approx(0.0, abs=1e-9)
+    assert kenv.normalized_score(env_id, ref) == pytest.approx(100.0, abs=1e-9)
+
+
+def test_bad_input_names_the_field():
+    with pytest.raises(ConfigError, match="env"):
+        kenv.normalized_score("kenv/Nope-v0", [1.0])
+    with pytest.raises(ConfigError, match="returns"):
+        kenv.normalized_score(ENV_IDS[0], [])
+
+
+def test_evaluate_json_carries_the_score():
+    env_id = "kenv/Raid6Bench-v0"
+    out = subprocess.run([sys.executable, "-m", "kenv.cli", "evaluate", "--env", env_id, "--policy", "patched",
+                          "--episodes", "2", "--json"], capture_output=True, text=True, check=True).stdout
+    pol = json.loads(out)["policies"][0]
+    assert pol["normalized_score"] == pytest.approx(kenv.normalized_score(env_id, pol["return_mean"]))
+    assert "return_mean" in pol
