@@ -115,3 +115,24 @@ def test_cache_sim_counts_a_step_as_the_difference_of_two_runs():
                                 "mispredicted_conditional", "mispredicted_indirect"}
         # each a rate of events that some instructions have: none negative, none over all of them
         assert all(0 < v < 1000 for v in figures.values()), figures
+
+
+def test_bench_learn_prints_both_ratios_for_the_chosen_env():
+    out = _script(ROOT / "benchmarks" / "bench_learn.py", "--env", "kenv/Raid6Bench-v0", "--steps", "512",
+                  "--rounds", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)["rows"]
+    assert row["env"] == "kenv/Raid6Bench-v0"
+    assert row["same_ratio"] == pytest.approx(row["same_kenv_sps"] / row["same_cartpole_sps"])
+    assert row["shipped_ratio"] == pytest.approx(row["shipped_kenv_sps"] / row["zoo_cartpole_sps"])
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--steps", "0"], "--steps 0 / --rounds 3: both must be >= 1"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
+])
+def test_bench_learn_bad_input_is_an_error_naming_the_option(args, named):
+    out = _script(ROOT / "benchmarks" / "bench_learn.py", *args)
+    assert out.returncode == 2
+    assert named in out.stderr
+    assert out.stdout == ""
