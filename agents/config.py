@@ -133,7 +133,10 @@ def read_config_file(config: str | os.PathLike) -> tuple[dict, str]:
 
 
 def registered_env_ids() -> list[str]:
-    return sorted(i for i in gym.registry if i.startswith("kenv/"))
+    """The kenv ids rediscover runs by default: every registered one but discover's controls."""
+    from kenv.envs.registration import CONTROL_IDS
+
+    return sorted(i for i in gym.registry if i.startswith("kenv/") and i not in CONTROL_IDS)
 
 
 def config_env_ids(data: Mapping) -> list[str]:

@@ -8,7 +8,7 @@ import pytest
 
 import kenv
 from kenv.agents.evaluate import evaluate
-from kenv.envs.registration import ENV_IDS
+from kenv.envs.registration import BENCHMARK_IDS as ENV_IDS
 from kenv.errors import ConfigError
 from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 
 from ..errors import ConfigError
-from .registration import ENV_IDS, check_env_id
+from .registration import BENCHMARK_IDS, check_env_id
 
 #: alternating chunks per env (see the module doc)
 ROUNDS = 5
@@ -127,7 +127,7 @@ def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0
     rounds = min(rounds, steps)   # every chunk at least one step
     for env_id in env_ids or ():
         check_env_id(env_id)
-    ids = env_ids or list(ENV_IDS)
+    ids = env_ids or list(BENCHMARK_IDS)
     # warm-up (imports, first-call costs)
     steps_per_second("CartPole-v1", 200, seed)
     all_ref = []

@@ -84,6 +84,11 @@ def register_envs() -> None:
 
 #: every kenv environment id, in the order of :data:`ENVS`
 ENV_IDS = tuple(e[0] for e in ENVS)
+#: the discover controls: registered for ``kenv discover --env``, but not tasks of the
+#: benchmark (no patch to rediscover, no normalised score)
+CONTROL_IDS = ("kenv/HwrngWaitControl-v0", "kenv/HwrngWaitNullControl-v0")
+#: the ids rediscover and the scores cover by default
+BENCHMARK_IDS = tuple(i for i in ENV_IDS if i not in CONTROL_IDS)
 
 
 def check_env_id(env_id: object, field: str = "env") -> str:
