@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -17,6 +18,7 @@ import numpy as np
 from kenv.envs.record import RecordEpisodes
 from kenv.envs.reward import COMPONENTS
 from kenv.errors import ConfigError
+from kenv.files import TMP_PREFIX, atomic_write_bytes, check_out_path
 from kenv.envs.scores import has_score, normalized_score
 
 from .baselines import BASELINES, Policy, make_policy, run_episode
@@ -130,24 +132,32 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
         extra = {**dict(extra or {}), "model": model_policy(model, env, trust_model)}
     announce("kenv evaluate", episodes_s(env_id, episodes * (len(names) + len(extra or {}))))
     out = EvalResult(env_id, env.unwrapped.profile.name, episodes, [])
-    tmp = f"{record}.tmp" if record is not None else None
-    if tmp is not None and os.path.exists(tmp):
-        os.remove(tmp)
-    # the evaluated episodes only (not the oracle's search, which runs on ``env``)
-    played = RecordEpisodes(env, tmp) if tmp is not None else env
-    for n in names:
-        try:
-            pol = make_policy(n, env, seed=seed)
-        except ConfigError as e:
-            out.skipped[n] = str(e)
-            continue
-        out.policies.append(evaluate_policy(played, pol, episodes, seed))
-    for name, pol in (extra or {}).items():
-        pol.name = name
-        out.policies.append(evaluate_policy(played, pol, episodes, seed))
-    env.close()
-    if tmp is not None:
-        os.replace(tmp, record)
+    tmp = None
+    if record is not None:   # checked before any episode runs; replaced whole at the end
+        record = check_out_path(record, "record")
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=os.path.basename(record),
+                                   dir=os.path.dirname(os.path.abspath(record)))
+        os.close(fd)
+    try:
+        # the evaluated episodes only (not the oracle's search, which runs on ``env``)
+        played = RecordEpisodes(env, tmp) if tmp is not None else env
+        for n in names:
+            try:
+                pol = make_policy(n, env, seed=seed)
+            except ConfigError as e:
+                out.skipped[n] = str(e)
+                continue
+            out.policies.append(evaluate_policy(played, pol, episodes, seed))
+        for name, pol in (extra or {}).items():
+            pol.name = name
+            out.policies.append(evaluate_policy(played, pol, episodes, seed))
+        env.close()
+        if tmp is not None:
+            with open(tmp, "rb") as f:
+                atomic_write_bytes(record, f.read(), "record")
+    finally:
+        if tmp is not None:
+            os.unlink(tmp)
     return out
 
 

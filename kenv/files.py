@@ -59,6 +59,29 @@ def check_writable(path: str, field: str | None = None) -> None:
         raise _refusal(field or "path", path, st.st_mode)
 
 
+#: what a file path given for output (``--out`` of trace, ``--record``) must be
+OUT_ALLOWED = "a file path in an existing, writable directory"
+
+
+def check_out_path(path: object, field: str = "out") -> str:
+    """Fail before a long run if the output file ``path`` cannot be written: it must be
+    absent or a regular file (a link is refused, not followed), in a writable folder."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ConfigError(field, path, OUT_ALLOWED)
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise ConfigError(field, p, OUT_ALLOWED + " (this is a directory)")
+    check_writable(p, field)
+    d = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(d):
+        raise ConfigError(field, p, OUT_ALLOWED + f" ({d} does not exist)")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise ConfigError(field, p, OUT_ALLOWED + f" ({d} is not writable)")
+    if os.path.exists(p) and not os.access(p, os.W_OK):
+        raise ConfigError(field, p, OUT_ALLOWED + " (the file exists and is read-only)")
+    return p
+
+
 def refuse_links(root: str, field: str = "--out") -> None:
     """A ConfigError naming the first entry under the folder ``root`` that is neither a
     regular file nor a directory (links are not followed)."""

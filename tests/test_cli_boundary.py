@@ -81,6 +81,7 @@ def bad_values(dest: str, files) -> list[str]:
         "steps": ["0", "-1", "x"],
         "warmup": ["-1", "x"],
         "out": [str(files / "adir"), str(files / "afile" / "t.json"), str(files / "nodir" / "t.json")],
+        "record": [str(files / "adir"), str(files / "afile" / "r.jsonl"), str(files / "nodir" / "r.jsonl")],
         "format": ["bogus"],
         "window": ["x", "5:1", "nan:1", "inf:"],
         "model": [str(files / "nonexistent.zip"), str(files / "notzip.zip")],

@@ -97,3 +97,35 @@ def test_trace_out_that_is_a_link_is_refused(tmp_path, capsys):
         [line] = capsys.readouterr().err.strip().splitlines()
         assert e.value.code == 2 and "symbolic link" in line and "t.json" in line, line
     assert target.read_text() == CONTENT and os.path.islink(tmp_path / "t.json")
+
+
+def test_evaluate_record_that_is_a_link_is_refused(tmp_path, capsys):
+    target = tmp_path / "target.txt"
+    target.write_text(CONTENT)
+    (tmp_path / "r.jsonl").symlink_to(target)
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/HwrngWait-v0", "--policy", "original", "--episodes", "1",
+              "--record", str(tmp_path / "r.jsonl")])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and "symbolic link" in line and "r.jsonl" in line, line
+    assert target.read_text() == CONTENT and os.path.islink(tmp_path / "r.jsonl")
+    assert sorted(os.listdir(tmp_path)) == ["r.jsonl", "target.txt"]   # no temporary file left
+
+
+def test_record_episodes_does_not_append_through_a_link(tmp_path):
+    import gymnasium as gym
+
+    import kenv
+    from kenv.errors import ConfigError
+
+    target = tmp_path / "target.txt"
+    target.write_text(CONTENT)
+    (tmp_path / "r.jsonl").symlink_to(target)
+    env = kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v0"), str(tmp_path / "r.jsonl"))
+    env.reset(seed=0)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(0)
+            done = term or trunc
+    assert target.read_text() == CONTENT

@@ -21,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..files import open_nofollow
+
 #: the record format's version (a field of every record)
 RECORD_FORMAT = 1
 
@@ -81,6 +83,8 @@ class RecordEpisodes(gym.Wrapper):
 
     def _write(self, terminated: bool, truncated: bool) -> None:
         line = json.dumps(self.record(terminated, truncated), sort_keys=True) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
+        fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "path")
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, TextIO
 
 from ..errors import ConfigError
-from ..files import check_writable
+from ..files import OUT_ALLOWED, check_out_path, check_writable
 from ..sim.engine import NSEC_PER_SEC, Recorder
 
 FORMATS = ("perfetto", "ftrace")
@@ -88,30 +88,6 @@ def parse_window(text: object) -> Window:
     if out[0] is not None and out[1] is not None and out[1] <= out[0]:
         raise ConfigError("window", text, WINDOW_ALLOWED)
     return Window(out[0], out[1])
-
-
-OUT_ALLOWED = "a file path in an existing, writable directory"
-
-
-def check_out_path(path: object) -> str:
-    """Fail before a long run if ``--out`` cannot be written."""
-    if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise ConfigError("out", path, OUT_ALLOWED)
-    p = os.fspath(path)
-    if os.path.isdir(p):
-        raise ConfigError("out", p, OUT_ALLOWED + " (this is a directory)")
-    check_writable(p, "out")   # (lstat: a symbolic link is refused, not followed nor replaced)
-    if os.path.exists(p) and not os.path.isfile(p):   # (both follow a symlink: /dev/stdout)
-        raise ConfigError("out", p, OUT_ALLOWED + " (this is a device, a FIFO or a socket, not a regular file: "
-                          "the trace would replace it)")
-    d = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(d):
-        raise ConfigError("out", p, OUT_ALLOWED + f" ({d} does not exist)")
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise ConfigError("out", p, OUT_ALLOWED + f" ({d} is not writable)")
-    if os.path.exists(p) and not os.access(p, os.W_OK):
-        raise ConfigError("out", p, OUT_ALLOWED + " (the file exists and is read-only)")
-    return p
 
 
 def atomic_write(path: str, write: Callable[[TextIO], None]) -> int:
