@@ -101,6 +101,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 import numpy as np
 
 import kenv
@@ -162,6 +163,12 @@ REVIEW_OBJECTIONS = {
 
 
 # --------------------------------------------------------------------------- actions
+def family(env_id: str) -> str:
+    """The -v0 id of ``env_id``'s env class: every version and variant of an env (HwrngWait-v1,
+    the HwrngWait controls) shares its class, its decision sites and its action choices."""
+    return load_env_creator(gym.spec(env_id).entry_point).ENV_ID
+
+
 def action_set(env_id: str, which: str = "extended") -> Any:
     """The ``actions=`` argument of the env for ``which`` (``default``: None; ``extended``:
     the default choices, then every extended one the env accepts)."""
@@ -169,10 +176,10 @@ def action_set(env_id: str, which: str = "extended") -> Any:
         return None
     if which != "extended":
         raise ConfigError("--actions", which, "extended, default")
-    if env_id.rsplit("-v", 1)[0] == "kenv/Kernel":   # every version of Kernel
+    if family(env_id) == "kenv/Kernel-v0":
         return {dim: list(action_set(single)) for dim, single in KERNEL_DIMENSIONS}
     cls = type(gym.make(env_id).unwrapped)
-    extra = HWRNG_REVIEW_WAITS if env_id.rsplit("-v", 1)[0] == "kenv/HwrngWait" else tuple(cls.EXTENDED_ACTIONS)
+    extra = HWRNG_REVIEW_WAITS if family(env_id) == "kenv/HwrngWait-v0" else tuple(cls.EXTENDED_ACTIONS)
     return list(cls.DEFAULT_ACTIONS) + list(extra)
 
 
@@ -613,7 +620,7 @@ def _learned_job(env_id, profile, actions, seeds, train_seed, steps, out, run_di
     both = np.concatenate([X, hx])
     binary = [bool(np.all((both[:, j] == 0) | (both[:, j] == 1))) for j in range(both.shape[1])]
     labels = _dim_labels(base)
-    sites = SITES.get(env_id.rsplit("-v", 1)[0] + "-v0", ("the kernel",) * len(trees))   # any version
+    sites = SITES.get(family(env_id), ("the kernel",) * len(trees))
     text = "\n".join(rule_text(t, names, binary, labels[d], sites[d]) for d, t in enumerate(trees))
     taken = Counter(base.action_label(np.array(a) if not discrete else a[0]) for _, a in held_states)
     env.close()
