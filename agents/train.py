@@ -92,14 +92,17 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Callable
 
 import yaml
+from pydantic import ConfigDict, TypeAdapter, with_config
+from typing_extensions import TypedDict   # (pydantic reads typing's only from Python 3.12)
 
 import kenv
 from kenv.errors import ConfigError
+from kenv.schema import validate
 
 # The public names below were all defined in this module before it was split along RL
 # Zoo's seams; they stay importable from here (tests, benchmarks and users' scripts).
@@ -181,15 +184,7 @@ def read_result(path: str) -> TrainResult:
             d = json.load(f)
     except (OSError, ValueError) as e:
         raise ConfigError(path, "unreadable", f"{allowed} ({type(e).__name__})") from None
-    if not isinstance(d, dict):
-        raise ConfigError(path, type(d).__name__, allowed)
-    missing = [k for k, f in TrainResult.__dataclass_fields__.items()
-               if k not in d and f.default is MISSING and f.default_factory is MISSING]
-    if missing:
-        raise ConfigError(path, "missing " + ", ".join(missing), allowed)
-    if not (isinstance(d["steps"], int) and isinstance(d["summary"], list) and isinstance(d["run_dir"], str)):
-        raise ConfigError(path, "wrong types", allowed)
-    return TrainResult.from_dict(d)
+    return validate(_RESULT_FILE, d, path, allowed)
 
 
 # ------------------------------------------------------------------------------ train
@@ -210,6 +205,15 @@ class TrainArgs:
     verbose: int = 0
 
 
+@with_config(ConfigDict(extra="allow"))   # (read_result keeps the other keys of a row)
+class SummaryRow(TypedDict):
+    """The entries of a policy summary row (kenv.agents.policy.policy_summary) a result reads."""
+    context: str
+    action: str
+    share: float
+    return_mean: float
+
+
 @dataclass
 class TrainResult:
     run_dir: str
@@ -220,7 +224,7 @@ class TrainResult:
     wall_s: float
     eval_return: float
     eval_ci95: float
-    summary: list[dict]
+    summary: list[SummaryRow]
     tensorboard: bool
     resumed_from: int | None = None
     files: list[str] = field(default_factory=list)
@@ -245,6 +249,11 @@ class TrainResult:
 
 #: env keyword arguments that may name a YAML file (kenv.envs.config.load_yaml)
 FILE_KWARGS = ("profile", "scenario")
+
+
+#: what :func:`read_result` accepts: a TrainResult's fields with their types (a bit flipped in a
+#: key of a summary row is an error naming result.json, not a KeyError where the row is read)
+_RESULT_FILE = TypeAdapter(TrainResult)
 
 
 def fingerprint(cfg: TrainConfig, seed: int, args: TrainArgs) -> str:

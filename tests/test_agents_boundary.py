@@ -136,12 +136,24 @@ def _partial(run: str) -> None:
     os.remove(os.path.join(run, "checkpoints", "model_1024_steps.json"))
 
 
+def _rewrite(path: str, edit) -> None:
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(edit(text))
+
+
 @pytest.mark.parametrize("damage,names", [
     (lambda r: open(os.path.join(r, "run.yaml"), "w").write("42\n"), "run.yaml"),
     (lambda r: open(os.path.join(r, "run.yaml"), "wb").write(b"\xff\xfe\x00\x81binary"), "run.yaml"),
     (lambda r: open(os.path.join(r, "result.json"), "w").write("[1]"), "result.json"),
     (lambda r: open(os.path.join(r, "result.json"), "w").write("{}"), "result.json"),
     (lambda r: open(os.path.join(r, "result.json"), "w").write("{not json"), "result.json"),
+    # a key of a summary row changed (a bit flipped, found by tests/test_fuzz_files.py): was a KeyError
+    (lambda r: _rewrite(os.path.join(r, "result.json"), lambda s: s.replace('"return_mean"', '"return_meaN"', 1)),
+     "result.json"),
+    (lambda r: _rewrite(os.path.join(r, "result.json"),
+                        lambda s: s.replace('"eval_return": ', '"eval_return": "x", "was": ', 1)), "result.json"),
     (lambda r: (shutil.rmtree(os.path.join(r, "checkpoints")),
                 open(os.path.join(r, "checkpoints"), "w").write("x"), os.remove(os.path.join(r, "result.json"))),
      "checkpoints"),
