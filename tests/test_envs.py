@@ -71,6 +71,28 @@ def test_observation_is_clipped_into_the_box(values):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_the_simulation_stays_inside_each_rows_bounds(env_id):
+    """The clip above is a guard, not where values land: under random actions every
+    entry the episode reports is already inside its row's [min, max] (#43 item 6: a row
+    whose value can leave its bounds says in its own text that it is capped)."""
+    env = gym.make(env_id)
+    base = env.unwrapped
+    env.action_space.seed(0)
+    outside = {}
+    for seed in range(8):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            # (the episode's entries come first; zip ends with them)
+            for (name, lo, hi), x in zip(base.obs_rows, base._episode.observation()):
+                if not lo <= x <= hi:
+                    outside[name] = x
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done = term or trunc
+    assert not outside, outside
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_gymnasium_check_env_passes(env_id):
     from gymnasium.utils.env_checker import check_env
 

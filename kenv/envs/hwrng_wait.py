@@ -120,7 +120,7 @@ class HwrngWaitEnv(KenvEnv):
     | 7 | 1 / number of CPUs | 0 | 1 |
     | 8 | the reader has not had a byte from /dev/hwrng yet | 0 | 1 |
     | 9 | time since boot / 60 s (capped at 1) | 0 | 1 |
-    | 10 | previous step's throughput component | 0 | 1 |
+    | 10 | previous step's throughput component (capped at 1: a step that only reads words already in the FIFO lasts under a microsecond, and its rate reaches about 1.5) | 0 | 1 |
     | 11 | previous step's spin component (capped at 1) | 0 | 1 |
     | 12 | crng progress: credited bits / 256 | 0 | 1 |
     | 13.. | previous action one-hot (all zero after reset) | 0 | 1 |

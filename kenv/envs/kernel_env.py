@@ -197,7 +197,7 @@ class KernelEnv(KenvEnv):
     | 6 | mix threshold is 64 |
     | 7 | previous tcp_lat regression x 5 (capped at 1) |
     | 8 | the hwrng reader has not had a byte yet |
-    | 9 | previous hwrng throughput component |
+    | 9 | previous hwrng throughput component (capped at 1, as HwrngWait's row 10) |
     | 10 | previous hwrng spin component (capped at 1) |
     | 11 | a continuous hog on the modprobe CPU |
     | 12 | a periodic job on the modprobe CPU |
