@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from typing import BinaryIO, Callable
 
 from .errors import ConfigError
 
@@ -122,10 +123,10 @@ class FileError(OSError):
         return type(self), (self.operation, self.filename, OSError(self.errno, self.strerror))
 
 
-def atomic_write_bytes(path: str, data: bytes, field: str | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory, then
-    ``os.replace``: a kill never leaves a half-written file, and an existing ``path``
-    that is not a regular file is refused (:func:`check_writable`), not replaced."""
+def atomic_write(path: str, write: Callable[[BinaryIO], object], field: str | None = None) -> None:
+    """Call ``write`` on a temporary file in ``path``'s directory, then ``os.replace`` it
+    to ``path``: a kill never leaves a half-written file, and an existing ``path`` that is
+    not a regular file is refused (:func:`check_writable`), not replaced."""
     d = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(d, exist_ok=True)
@@ -139,10 +140,10 @@ def atomic_write_bytes(path: str, data: bytes, field: str | None = None) -> None
     try:
         os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-        check_writable(path, field)
+        check_writable(path, field)   # (again: a link planted while the file was written)
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -152,6 +153,11 @@ def atomic_write_bytes(path: str, data: bytes, field: str | None = None) -> None
         if isinstance(e, OSError) and not isinstance(e, FileError):
             raise FileError("write", path, e) from None
         raise
+
+
+def atomic_write_bytes(path: str, data: bytes, field: str | None = None) -> None:
+    """:func:`atomic_write` of ``data``."""
+    atomic_write(path, lambda f: f.write(data), field)
 
 
 def open_nofollow(path: str, flags: int, field: str | None = None, mode: int = 0o644) -> int:

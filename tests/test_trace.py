@@ -18,6 +18,7 @@ import kenv  # noqa: F401  (registers the ids)
 from kenv.cli import main
 from kenv.envs.registration import ENVS
 from kenv.errors import ConfigError
+from kenv.files import FileError
 from kenv.sim.engine import Engine, Recorder
 from kenv.trace import parse_window, recording, write_trace
 
@@ -347,9 +348,9 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(perfetto, "write_perfetto", broken)
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(FileError) as e:   # (as every write kenv makes: the path and the operation)
         write_trace(rec, str(out), "perfetto")
-    assert e.value.field == "out"
+    assert e.value.filename == str(out) and e.value.operation == "write" and e.value.errno == 28
     assert sorted(os.listdir(tmp_path)) == ["t.json"] and out.read_text() == "old"
     monkeypatch.undo()
     s = write_trace(rec, str(out), "perfetto")

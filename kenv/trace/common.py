@@ -9,15 +9,15 @@ time window.  Tracks are ``(machine, cpu)``; the environment's own track is
 
 from __future__ import annotations
 
+import io
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, BinaryIO, Callable, Iterable, TextIO
 
 from ..errors import ConfigError
-from ..files import OUT_ALLOWED, check_out_path, check_writable
+from ..files import atomic_write as files_atomic_write, check_out_path
 from ..sim.engine import NSEC_PER_SEC, Recorder
 
 FORMATS = ("perfetto", "ftrace")
@@ -91,35 +91,18 @@ def parse_window(text: object) -> Window:
 
 
 def atomic_write(path: str, write: Callable[[TextIO], None]) -> int:
-    """Write through a temporary file in the same directory, then ``os.replace``.
-
-    Nothing is left behind on error (the temporary file is removed, an
-    existing ``path`` is untouched).  Returns the size written in bytes.
-    """
+    """:func:`kenv.files.atomic_write` of the text ``write`` writes (UTF-8, ``\\n``):
+    nothing is left behind on error (an existing ``path`` is untouched).  Returns the
+    size written in bytes."""
     path = check_out_path(path)
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".kenv-trace-", suffix=".tmp", dir=d)
-    except OSError as e:
-        raise ConfigError("out", path, f"{OUT_ALLOWED} ({e.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        check_writable(path, "out")   # (again: a link planted while the trace was written)
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise ConfigError("out", path, f"{OUT_ALLOWED} ({e.strerror or e})") from None
-        raise
+
+    def text(f: BinaryIO) -> None:
+        t = io.TextIOWrapper(f, encoding="utf-8", newline="\n")
+        write(t)
+        t.flush()
+        t.detach()
+
+    files_atomic_write(path, text, "out")
     return os.path.getsize(path)
 
 
