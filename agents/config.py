@@ -28,6 +28,7 @@ import numpy as np
 
 from kenv.envs.config import load_yaml, packaged_names
 from kenv.envs.registration import check_env_id
+from kenv.schema import MAX_TRAIN_SEED
 from kenv.errors import ConfigError
 from kenv.schema import yaml_number_hint
 
@@ -37,8 +38,8 @@ UNSUPPORTED_ZOO_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback
 #: low enough that nothing overflows or allocates without end
 MAX_TIMESTEPS = 10**12
 MAX_ENVS = 1024
-#: seeds: SB3 seeds numpy's global generator, which takes 0 .. 2**32 - 1
-MAX_SEED = 2**32 - 1
+#: seeds of a training run (kenv.schema.MAX_TRAIN_SEED: SB3 seeds numpy's global generator)
+MAX_SEED = MAX_TRAIN_SEED
 #: the largest magnitude of a numeric hyperparameter (no kenv value comes near; an int
 #: of 400 digits or 1e300 would overflow a buffer size or a float32 on the way)
 MAX_HYPERPARAMETER = 1e15
@@ -560,8 +561,3 @@ def make_train_vec_env(cfg: TrainConfig, seed: int, monitor_dir: str | None, app
                         wrapper_class=cfg.wrapper(), env_kwargs=dict(cfg.env_kwargs), vec_env_cls=DummyVecEnv,
                         monitor_kwargs={"override_existing": not append})
 
-
-def check_seed(flag: str, seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) <= MAX_SEED:
-        raise ConfigError(flag, seed, f"an integer in 0..{MAX_SEED}")
-    return int(seed)

@@ -1044,7 +1044,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
 # -------------------------------------------------------------------------- CLI
 def add_arguments(p) -> None:
     from kenv.envs.registration import env_id_arg
-    from kenv.schema import cli_integer, cli_seed
+    from kenv.schema import cli_integer, cli_train_seed
 
     p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
     p.add_argument("--profile", default="all", help="reward profile (balanced, latency, throughput, a YAML path) "
@@ -1058,7 +1058,7 @@ def add_arguments(p) -> None:
     p.add_argument("--seeds", type=seeds_arg, default=DEFAULT_SEEDS,
                    help=f"held-out episodes per policy, and as many selection and distillation episodes "
                         f"(default {DEFAULT_SEEDS}; {SEEDS_ALLOWED})".replace("%", "%%"))
-    p.add_argument("--train-seed", type=cli_seed, default=0, help="the training run's seed (default 0)")
+    p.add_argument("--train-seed", type=cli_train_seed, default=0, help="the training run's seed (default 0)")
     p.add_argument("--out", default=None, help="output directory (default runs/discover/<env>); a rerun "
                    "resumes a killed run")
     p.add_argument("--workers", type=cli_integer, default=None,

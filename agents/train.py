@@ -102,7 +102,7 @@ from typing_extensions import TypedDict   # (pydantic reads typing's only from P
 
 import kenv
 from kenv.errors import ConfigError
-from kenv.schema import validate
+from kenv.schema import check_seed, validate
 
 # The public names below were all defined in this module before it was split along RL
 # Zoo's seams; they stay importable from here (tests, benchmarks and users' scripts).
@@ -113,7 +113,7 @@ from .checkpoints import (  # noqa: F401
 from .config import (  # noqa: F401
     ALGO_NAMES, ALLOWED_WRAPPERS, HYPERPARAMETER_RANGES, MAX_ENVS, MAX_HYPERPARAMETER, MAX_SEED, MAX_TIMESTEPS,
     NN_ACTIVATIONS, POSITIVE, RESERVED_KEYS, RMSPROP_TF_LIKE, TORCH_OPTIMIZERS, UNSUPPORTED_ZOO_KEYS, TrainConfig,
-    algorithms, check_env_id, check_number, check_seed, config_env_ids, load_train_config, make_env,
+    algorithms, check_env_id, check_number, config_env_ids, load_train_config, make_env,
     make_train_vec_env, packaged_train_configs, parse_policy_kwargs, read_config_file, registered_env_ids,
     resolve_wrapper, validate_block,
 )
@@ -307,7 +307,7 @@ def train(args: TrainArgs, cfg: TrainConfig | None = None, log: Callable[[str], 
     if args.n_timesteps is not None:
         cfg.n_timesteps = check_number("--n-timesteps", args.n_timesteps, integer=True, minimum=1,
                                         maximum=MAX_TIMESTEPS)
-    seed = check_seed("--seed", args.seed)
+    seed = check_seed(args.seed, "--seed", train=True)
     run_dir = args.out or default_out_dir(cfg.env_id, cfg.algo, seed)
     make_out_dir(run_dir, "--out")
     with DirLock(run_dir, "--out"):
@@ -474,7 +474,7 @@ def run_from_args(args) -> TrainResult:
     ta = TrainArgs(config=args.config, env=args.env, algo=args.algo, seed=args.seed, out=args.out, resume=args.resume,
                    n_timesteps=args.n_timesteps, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                    checkpoint_freq=args.checkpoint_freq, progress_bar=bool(progress), verbose=args.verbose)
-    check_seed("--seed", ta.seed)
+    check_seed(ta.seed, "--seed", train=True)
     if not 2 <= ta.eval_episodes <= MAX_EVAL_EPISODES:
         raise ConfigError("--eval-episodes", ta.eval_episodes,
                           f"an integer in 2..{MAX_EVAL_EPISODES} (at least 2 for a 95% interval)")
@@ -496,11 +496,11 @@ def run_from_args(args) -> TrainResult:
 if __name__ == "__main__":  # pragma: no cover
     import argparse
 
-    from kenv.schema import cli_seed
+    from kenv.schema import cli_train_seed
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap)
-    ap.add_argument("--seed", type=cli_seed, default=0)
+    ap.add_argument("--seed", type=cli_train_seed, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     r = run_from_args(a)

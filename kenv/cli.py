@@ -19,12 +19,12 @@ import json
 import math
 import os
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .errors import ConfigError, JobError
 from .files import FileError
 from .envs.registration import env_id_arg, quiet_old_versions
-from .schema import cli_count, cli_count0, cli_seed
+from .schema import cli_count, cli_count0, cli_seed, cli_train_seed
 
 
 class KenvArgumentParser(argparse.ArgumentParser):
@@ -57,9 +57,10 @@ def version() -> str:
         return __version__
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_common(p: argparse.ArgumentParser, seed: Callable[[str], int] = cli_seed) -> None:
+    """--json, and --seed (``cli_train_seed`` for a command that trains: kenv.schema.check_seed)."""
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--seed", type=cli_seed, default=0, help="random seed, an integer >= 0 (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="random seed, an integer >= 0 (default 0)")
 
 
 def _no_seed(p: argparse.ArgumentParser, allowed: str) -> None:
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train an SB3 agent from an RL-Zoo-style YAML config (agents/train.py)")
     _train_module().add_arguments(tr)
-    _add_common(tr)
+    _add_common(tr, cli_train_seed)
     tr.set_defaults(_run=lambda a: _train_module().run_from_args(a))
 
     rd = sub.add_parser("rediscover", help="train on every env and check that the agent finds the patch")

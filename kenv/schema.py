@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model,
@@ -35,8 +36,12 @@ from .errors import ConfigError
 #: float overflow; a mix's weights sum to at most 1e6 * (number of choices)
 MAX_WEIGHT = 1e6
 
-#: seeds: what numpy's SeedSequence and Gymnasium take, held to 63 bits
+#: seeds: what numpy's SeedSequence and Gymnasium take, held to 63 bits (TorchRL, for one,
+#: draws 63-bit reset seeds)
 MAX_SEED = 2**63 - 1
+#: a training seed: SB3 seeds numpy's legacy global generator (``np.random.seed``), which
+#: takes 0 .. 2**32 - 1 (``kenv train``, rediscover, discover and benchmark train with it)
+MAX_TRAIN_SEED = 2**32 - 1
 
 #: a count on the command line (episodes, steps): at most this many
 MAX_COUNT = 10**9
@@ -316,15 +321,24 @@ def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]],
 
 # ------------------------------------------------------------ env arguments
 
-_SEED = TypeAdapter(Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)] | None)
+_SEED = Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)]
+_SEEDS = MappingProxyType({   # (train, optional) -> the adapter
+    (False, True): TypeAdapter(_SEED | None),
+    (False, False): TypeAdapter(_SEED),
+    (True, False): TypeAdapter(Annotated[int, Field(strict=True, ge=0, le=MAX_TRAIN_SEED)]),
+})
 
 
-def check_seed(value: Any, field: str = "seed") -> int | None:
-    """``reset(seed=...)``: None or an integer 0..MAX_SEED (numpy integers too)."""
+def check_seed(value: Any, field: str = "seed", *, train: bool = False, optional: bool = True) -> int | None:
+    """The project's one seed rule: ``reset(seed=...)`` and every simulation take an integer
+    0..MAX_SEED (None too where ``optional``: reset's "no new seed"); a training seed
+    (``train=True``) an integer 0..MAX_TRAIN_SEED.  numpy integers count; bools do not."""
     if value is not None and not isinstance(value, bool) and hasattr(value, "__index__") \
             and not isinstance(value, int):
         value = int(value.__index__())   # numpy integers
-    return validate(_SEED, value, field, f"None or an integer 0..{MAX_SEED}")
+    optional = optional and not train
+    allowed = f"an integer 0..{MAX_TRAIN_SEED if train else MAX_SEED}"
+    return validate(_SEEDS[train, optional], value, field, "None or " + allowed if optional else allowed)
 
 
 RENDER_MODES = ("ansi", "rgb_array")
@@ -460,8 +474,10 @@ def cli_float(gt: float, le: float, what: str = "a number") -> Callable[[str], f
 #: other scripts' digits), at most 18 of them; the command checks its own bounds
 cli_integer = _cli_type(TypeAdapter(Annotated[int, Field(ge=-10**18, le=10**18)]),
                         "an integer in ASCII digits, at most 10**18 in size", _int)
-#: --seed of every command
+#: --seed of every command (check_seed's bounds)
 cli_seed = cli_int(0, MAX_SEED, "an integer seed")
+#: --seed of a command that trains (train; discover's --train-seed)
+cli_train_seed = cli_int(0, MAX_TRAIN_SEED, "an integer seed")
 #: --episodes, --steps
 cli_count = cli_int(1, MAX_COUNT, "an integer count")
 #: --warmup
@@ -471,9 +487,9 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 
 __all__ = [
-    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES",
+    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
     "check_fast_forward", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
-    "cli_int", "cli_integer", "cli_seconds", "cli_seed", "to_config_error", "validate",
+    "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed", "to_config_error", "validate",
 ]

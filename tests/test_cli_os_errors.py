@@ -110,3 +110,15 @@ def test_a_dash_value_is_the_flags_value(capsys):
     with pytest.raises(SystemExit):
         main(["trace", "experiment", "hwrng-dd", "--bytes", "100", "--out", "t.json", "--window", "-1:2"])
     assert "window: got '-1:2'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["train", "--config", "ppo", "--env", "kenv/HwrngWait-v0", "--seed"],
+                                  ["discover", "--env", "kenv/HwrngWait-v0", "--train-seed"]])
+def test_a_training_seed_numpy_cannot_take_is_refused_by_argparse(argv, capsys):
+    """One seed rule (kenv.schema.check_seed): a training seed is 0..2**32-1, because SB3 seeds
+    numpy's legacy generator with it; ``kenv train --seed 5000000000`` used to pass argparse
+    and be refused later (and discover's --train-seed reached SB3)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv + [str(2**32)])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and "argument --" in line and "an integer seed in 0..4294967295" in line, line

@@ -43,7 +43,7 @@ from ..kernel.core import PREEMPT_MODELS, Kernel, Task, check_preempt_model
 from ..kernel.rcu import RcuStall
 from ..platforms import get_platform
 from ..platforms.base import Platform
-from ..schema import MAX_SECONDS, MAX_SEED, cli_int, cli_seconds
+from ..schema import MAX_SECONDS, check_seed, cli_int, cli_seconds
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..workloads.dd import Dd, start_dd
 from . import ReproRow
@@ -290,9 +290,7 @@ def check_args(platform: object, wait: object, nbytes: object, preempt: object, 
             raise ConfigError("seconds", seconds, f"a number of seconds > 0 and <= {MAX_SECONDS:g}, "
                               "or None (until dd completes)")
         seconds = float(seconds)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
-        raise ConfigError("seed", seed, f"an integer 0..{MAX_SEED}")
-    return plat, w, nbytes, preempt, seconds, int(seed)
+    return plat, w, nbytes, preempt, seconds, check_seed(seed, optional=False)
 
 
 def run_hwrng_dd(platform: str = "rpi3bplus", wait: str = "hwrng_yield", nbytes: int = 10000,
