@@ -5,7 +5,6 @@ stage installs it)."""
 
 from __future__ import annotations
 
-import warnings
 from functools import partial
 
 import gymnasium as gym
@@ -79,21 +78,36 @@ def _rollout(env, steps: int = 4):
         env.close()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_torchrl_gymenv_single_vector_and_parallel(env_id):
-    """TorchRL's three ways in (issue #39): ``GymEnv(id)``; ``GymEnv(id, num_envs=2)`` (a
-    Gymnasium AsyncVectorEnv: the flat twin, since its info reader refuses nesting and
-    strings); ``ParallelEnv`` of ``GymEnv(id)`` (spawned workers: the ``kenv:`` prefix)."""
+def _torchrl():
     pytest.importorskip("torchrl", reason="torchrl not installed (pip install -e '.[torchrl]'; CI stage 2)")
     from torchrl.envs import GymEnv, ParallelEnv
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)   # "kenv/...-v0 is out of date"
-        td = _rollout(GymEnv(env_id))
-        assert td.batch_size == (4,) and td["next", "reward"].shape == (4, 1)
-        td = _rollout(GymEnv(f"kenv:{flat_id(env_id)}", num_envs=2))
-        assert td.batch_size == (2, 4)
-        assert td["next", "reward_components/latency"].shape == (2, 4)
-        td = _rollout(ParallelEnv(2, partial(GymEnv, f"kenv:{env_id}")))
-        assert td.batch_size == (2, 4)
+    return GymEnv, ParallelEnv
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")   # "kenv/...-v0 is out of date"
+def test_torchrl_gymenv_single_vector_and_parallel(env_id):
+    """TorchRL's three ways in (issue #39): ``GymEnv(id)``; ``GymEnv(id, num_envs=2)`` (a
+    Gymnasium AsyncVectorEnv: the flat twin, since its info reader refuses nesting and
+    strings); ``ParallelEnv`` of ``GymEnv(id)`` (forked workers here: a spawned worker
+    imports torch again, about 8 s per env; spawning is tested once, below)."""
+    GymEnv, ParallelEnv = _torchrl()
+    td = _rollout(GymEnv(env_id))
+    assert td.batch_size == (4,) and td["next", "reward"].shape == (4, 1)
+    td = _rollout(GymEnv(f"kenv:{flat_id(env_id)}", num_envs=2))
+    assert td.batch_size == (2, 4)
+    assert td["next", "reward_components/latency"].shape == (2, 4)
+    td = _rollout(ParallelEnv(2, partial(GymEnv, env_id), mp_start_method="fork"))
+    assert td.batch_size == (2, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_torchrl_parallel_env_with_spawned_workers():
+    """TorchRL's default start method (spawn): a fresh worker knows the ids when the id
+    names kenv as the module to import first (Gymnasium's ``module:id``)."""
+    GymEnv, ParallelEnv = _torchrl()
+    td = _rollout(ParallelEnv(2, partial(GymEnv, "kenv:kenv/Raid6Bench-v0")))
+    assert td.batch_size == (2, 4)
