@@ -111,3 +111,27 @@ def test_torchrl_parallel_env_with_spawned_workers():
     GymEnv, ParallelEnv = _torchrl()
     td = _rollout(ParallelEnv(2, partial(GymEnv, "kenv:kenv/Raid6Bench-v0")))
     assert td.batch_size == (2, 4)
+
+
+def test_record_episodes_goes_inside_flat_info(tmp_path):
+    """kenv.RecordEpisodes reads the nested info (reward components, scenario): inside
+    FlatInfo its records validate; around a flat env it refuses at once."""
+    import subprocess
+    import sys
+
+    from kenv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="record inside FlatInfo"):
+        kenv.RecordEpisodes(gym.make(flat_id("kenv/HwrngWait-v0")), str(tmp_path / "x.jsonl"))
+    assert not (tmp_path / "x.jsonl").exists()
+    path = tmp_path / "r.jsonl"
+    env = kenv.FlatInfo(kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v0"), str(path)))
+    env.reset(seed=1)
+    env.action_space.seed(1)
+    while True:
+        *_, term, trunc, info = env.step(env.action_space.sample())
+        assert "reward_components/entropy" in info
+        if term or trunc:
+            break
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", str(path)], capture_output=True, text=True)
+    assert p.returncode == 0 and "1 of 1 records valid" in p.stdout, p.stdout + p.stderr
