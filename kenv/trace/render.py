@@ -43,6 +43,7 @@ LEGEND = 26       # legend lines at the bottom (up to three)
 AXIS = 20         # the time axis under the rows: line, ticks, tick labels, caption
 LEFT = 16         # the least left margin (row names widen it)
 MAX_ROWS = 160
+NONPREEMPT_BAR = 6   # the most height of the non-preemptible bar along a row's top (rows are tall)
 #: the time axis's units: (name, nanoseconds), the first whose ten fits a step's length
 TIME_UNITS = (("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
 
@@ -275,7 +276,7 @@ class StepTimeline:
             elif cat == "timer":
                 img[y0 + rh // 2:y0 + rh, x0:x1] = TIMER
             elif cat == "nonpreempt":
-                img[y0:y0 + max(1, rh // 5), x0:x1] = NONPREEMPT
+                img[y0:y0 + max(1, min(NONPREEMPT_BAR, rh // 5)), x0:x1] = NONPREEMPT
             elif cat == "aggregated":
                 block = img[y0:y0 + rh, x0:x1]
                 block[:] = AGGREGATED
@@ -322,7 +323,7 @@ class StepTimeline:
             label = f"{t / unit_ns:g}"
             lx = min(max(left, x - text_width(label) // 2), W - text_width(label) - 1)
             draw_text(img, lx, y + 6, label, AXIS_COLOR, glyphs=self._glyphs)
-        caption = (f"time since the step began ({unit}); the step ran {span / unit_ns:g} {unit}, "
+        caption = (f"time since the step began ({unit}); the step ran {span / unit_ns:.4g} {unit}, "
                    f"to t={self.t1 / 1e9:.3f} s")
         draw_text(img, left, y + 13, caption, TEXT, x_max=W - 1, glyphs=self._glyphs)
 
