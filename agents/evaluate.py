@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -112,22 +113,90 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
     return ev
 
 
+#: what ``kenv evaluate --actions`` takes: on an env with one decision, and on kenv/Kernel-*
+ONE_DECISION_FORM = "one comma-separated list of this env's action values (e.g. hardirq,workqueue,timer)"
+PER_DECISION_FORM = ("DECISION=A,B,... once per decision of this env (deferral, wait, raid6; "
+                     "e.g. --actions deferral=hardirq,timer --actions wait=cpu_relax,hwrng_yield)")
+#: a comma between action names (not the one inside ``usleep_range(MIN,MAX)``)
+_NAME_SEP = re.compile(r",(?![^(]*\))")
+
+
+def parse_actions(values: Sequence[str], per_decision: bool = False) -> list[str] | dict[str, list[str]]:
+    """``kenv evaluate --actions``: the env's ``actions=`` (kenv.subsystems' action names,
+    checked by the env) from the flag's values: one ``A,B,...`` for an env with one
+    decision; ``per_decision`` (kenv/Kernel-*, a MultiDiscrete action): one
+    ``DECISION=A,B,...`` per decision."""
+    form = PER_DECISION_FORM if per_decision else ONE_DECISION_FORM
+
+    def names(text: str, given: str) -> list[str]:
+        out = [n.strip() for n in _NAME_SEP.split(text)]
+        if not all(out):
+            raise ConfigError("actions", given, f"{form}, no name empty")
+        return out
+
+    if not per_decision:
+        if len(values) != 1 or "=" in values[0]:
+            raise ConfigError("actions", values[0] if len(values) == 1 else list(values), form)
+        return names(values[0], values[0])
+    by_decision: dict[str, list[str]] = {}
+    for given in values:
+        d, sep, text = given.partition("=")
+        if not sep or d.strip() in by_decision:
+            raise ConfigError("actions", given, form)
+        by_decision[d.strip()] = names(text, given)
+    return by_decision
+
+
+def _unavailable(base: Any, name: str) -> str:
+    """Why baseline ``name`` cannot play on ``base`` (its choice is not in the action set),
+    and the ``--actions`` that adds the choice (names without spaces: one shell word each)."""
+    choice = getattr(base, name.upper())
+
+    def word(names) -> str:
+        return ",".join(dict.fromkeys(n.replace(" ", "") for n in names))
+
+    if isinstance(choice, str):
+        return (f"{name} plays {choice!r}, not in this env's action set ({', '.join(base.actions)}); "
+                f"add it with --actions {word((*base.actions, choice))}")
+    from kenv.envs.kernel_env import DIMENSIONS
+
+    return (f"{name} plays {'|'.join(choice)!r}, not in this env's action sets ("
+            + "; ".join(f"{d}: {', '.join(names)}" for d, names in zip(DIMENSIONS, base.actions))
+            + "); add it with " + " ".join(f"--actions {d}={word((*names, c))}"
+                                         for d, c, names in zip(DIMENSIONS, choice, base.actions)))
+
+
 def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int = 20, seed: int = 0,
              profile: str = "balanced", env_kwargs: Mapping[str, Any] | None = None,
              extra: Mapping[str, Policy] | None = None, model: str | None = None,
-             trust_model: bool = False, record: str | None = None) -> EvalResult:
+             trust_model: bool = False, record: str | None = None,
+             actions: Sequence[str] | None = None) -> EvalResult:
     """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``;
     ``model``: the path of an SB3 model for this env, scored as the row ``model`` (read
     without unpickling unless ``trust_model``: :mod:`kenv.agents.models`);
     ``record``: write every evaluated episode's record (kenv.RecordEpisodes, JSON Lines)
-    to this path, replaced whole at the end (``kenv validate`` replays them)."""
+    to this path, replaced whole at the end (``kenv validate`` replays them);
+    ``actions``: the values of ``kenv evaluate --actions`` (:func:`parse_actions`), the
+    env's action set.  One baseline asked for by name whose choice is not in the action
+    set is a ConfigError naming the ``--actions`` that adds it; with several, it is
+    skipped (``skipped``: why, and that ``--actions``)."""
     if episodes < 1:
         raise ConfigError("episodes", episodes, "an integer >= 1")
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
     for n in names:
         if n not in BASELINES:
             raise ConfigError("policy", n, ", ".join(BASELINES) + ", all")
-    env = make_env(env_id, profile=profile, **dict(env_kwargs or {}))
+    env_kwargs = dict(env_kwargs or {})
+    if actions is not None:
+        probe = make_env(env_id)
+        env_kwargs["actions"] = parse_actions(actions, isinstance(probe.action_space, gym.spaces.MultiDiscrete))
+        probe.close()
+        try:   # the action set alone first: an error in it names the flag
+            make_env(env_id, actions=env_kwargs["actions"]).close()
+        except ConfigError as e:
+            raise ConfigError(e.field if e.field.startswith("actions") else f"actions ({e.field})",
+                              e.value, e.allowed) from None
+    env = make_env(env_id, profile=profile, **env_kwargs)
     if model is not None:   # checked before any episode runs
         extra = {**dict(extra or {}), "model": model_policy(model, env, trust_model)}
     announce("kenv evaluate", episodes_s(env_id, episodes * (len(names) + len(extra or {}))))
@@ -144,8 +213,12 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
         for n in names:
             try:
                 pol = make_policy(n, env, seed=seed)
-            except ConfigError as e:
-                out.skipped[n] = str(e)
+            except ConfigError:
+                why = _unavailable(env.unwrapped, n)
+                if isinstance(policies, str) and policies != "all":   # the one policy asked for
+                    env.close()
+                    raise ConfigError("policy", n, f"a baseline this env can play: {why}") from None
+                out.skipped[n] = why
                 continue
             out.policies.append(evaluate_policy(played, pol, episodes, seed))
         for name, pol in (extra or {}).items():

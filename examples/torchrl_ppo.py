@@ -12,19 +12,13 @@ the vector env, ``GAE`` computes advantages, ``ClipPPOLoss`` trains a small MLP 
 critic.  It ends with the mean return of the greedy policy over seeded episodes, beside the
 patched choice and random actions on the same episodes.
 
-Two things TorchRL 0.14.1's vector-env path does not take, and the wrapper that handles them.
-It reads every info key into the tensordict and fails on a nested dict (``RuntimeError:
-expand_specs wasn't specified in the TensorDictPrimer ...``) or a string (``KeyError: keys in
-TensorDict ... mismatch``); kenv's info has both (``info["scenario"]``,
-``info["reward_components"]``, ``info["action_name"]``...).  And it fills the final
-observation of the envs that did not just end with zeros, then checks it against the
-observation Box: kenv's ``HZ / 1000`` entry has a lower bound of 0.1, so the check fails
-(``AssertionError: spec check failed at root for spec obs=...``; any Box with a lower bound
-above 0 does).  So the env is made through an id registered here,
-``kenv-examples/<Name>-v0``, that wraps the kenv env in :class:`TorchRLCompat`: nested dicts
-flattened to ``"scenario.hz"``-style keys, strings dropped (the numbers -- reward components,
-counts, times -- stay readable in the tensordict), and the Box's lower bounds lowered to 0
-where they were above (the observations themselves are unchanged).
+TorchRL's vector-env path reads every info key into the tensordict and refuses nested dicts
+and strings, which kenv's info has (``info["scenario"]``, ``info["action_name"]``...); it also
+fills the final observation of the envs that did not just end with zeros and checks it
+against the observation Box.  So the env is made as the id's flat twin,
+``kenv-flat/<Name>-vN`` (kenv.FlatInfo: nested keys as ``reward_components/latency``, numbers
+only, the Box's lower bounds at most 0), spelled ``kenv:kenv-flat/...`` so that the spawned
+workers import kenv first.
 """
 
 from __future__ import annotations
@@ -32,66 +26,14 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 import kenv  # noqa: F401  (registers the kenv/... ids)
+from kenv.envs.registration import flat_id
 
 ENV_ID = "kenv/HwrngWait-v0"
-#: this module's import name: TorchRL makes the vector env's workers by *spawning* processes,
-#: which know the kenv-examples/... ids only if they import this module; Gymnasium's
-#: "module:id" form of the id makes them do so
-MODULE = __name__ if __name__ != "__main__" else Path(__file__).stem
-
-
-class TorchRLCompat(gym.Wrapper):
-    """Info with one level of keys and numbers only, and an observation Box that holds 0:
-    what TorchRL's vector-env reader takes."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        box = env.observation_space
-        self.observation_space = gym.spaces.Box(np.minimum(box.low, 0.0), box.high, dtype=box.dtype)
-
-    @staticmethod
-    def flatten(info: dict, prefix: str = "") -> dict:
-        out = {}
-        for k, v in info.items():
-            if isinstance(v, dict):
-                out.update(TorchRLCompat.flatten(v, f"{prefix}{k}."))
-            elif isinstance(v, (bool, int, float, np.number)) or (
-                    isinstance(v, np.ndarray) and v.dtype.kind in "biuf"):
-                out[prefix + k] = v
-        return out
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs, self.flatten(info)
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self.flatten(info)
-
-
-def _make_compat(kenv_id: str, **kwargs) -> gym.Env:
-    return TorchRLCompat(gym.make(kenv_id, **kwargs))
-
-
-def compat_id(kenv_id: str) -> str:
-    """Register (once) and return ``kenv-examples/<Name>-v0``: ``kenv_id`` in TorchRLCompat
-    (also at this module's import, for the vector env's worker processes)."""
-    new_id = "kenv-examples/" + kenv_id.split("/", 1)[1]
-    if new_id not in gym.registry:
-        spec = gym.spec(kenv_id)
-        gym.register(new_id, entry_point=_make_compat, kwargs={"kenv_id": kenv_id},
-                     max_episode_steps=spec.max_episode_steps)
-    return new_id
-
-
-for _env_id in ("kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0"):
-    compat_id(_env_id)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -139,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)   # a small MLP: more threads only contend
-    env = GymEnv(f"{MODULE}:{compat_id(args.env_id)}", num_envs=args.num_envs, categorical_action_encoding=True)
+    env = GymEnv(f"kenv:{flat_id(args.env_id)}", num_envs=args.num_envs, categorical_action_encoding=True)
     env.set_seed(args.seed)
     n_obs = env.observation_spec["observation"].shape[-1]
     n_actions = int(env.action_spec.space.n)

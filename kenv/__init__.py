@@ -10,11 +10,16 @@ from .envs.scores import normalized_score  # noqa: E402  (public: 0 = random, 10
 
 
 def __getattr__(name: str):
-    """``kenv.RecordEpisodes`` (kenv.envs.record; imported on use: it needs gymnasium)."""
+    """``kenv.RecordEpisodes`` (kenv.envs.record) and ``kenv.FlatInfo`` (kenv.envs.flat_info):
+    imported on use (they need gymnasium)."""
     if name == "RecordEpisodes":
         from .envs.record import RecordEpisodes
 
         return RecordEpisodes
+    if name == "FlatInfo":
+        from .envs.flat_info import FlatInfo
+
+        return FlatInfo
     raise AttributeError(f"module 'kenv' has no attribute {name!r}")
 
 

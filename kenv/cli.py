@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="let SB3 unpickle the --model file (runs code from it: only for files you trust)")
     ev.add_argument("--record", default=None, metavar="PATH",
                     help="write one JSON Lines record per evaluated episode here (kenv validate replays them)")
+    ev.add_argument("--actions", action="append", default=None, metavar="A,B,...",
+                    help="the env's action set: the action values of its decision (e.g. hardirq,workqueue,timer "
+                         "on RandomMix, for --policy original); kenv/Kernel-*: DECISION=A,B,... once per "
+                         "decision (deferral, wait, raid6)")
     _add_common(ev)
     ev.set_defaults(_run=_evaluate)
 
@@ -155,7 +159,7 @@ def _evaluate(args: argparse.Namespace):
     from kenv.agents.evaluate import evaluate
 
     return evaluate(args.env, args.policy, episodes=args.episodes, seed=args.seed, profile=args.profile,
-                    model=args.model, trust_model=args.trust_model, record=args.record)
+                    model=args.model, trust_model=args.trust_model, record=args.record, actions=args.actions)
 
 
 def _validate(args: argparse.Namespace):

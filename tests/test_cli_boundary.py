@@ -85,6 +85,9 @@ def bad_values(dest: str, files) -> list[str]:
         "format": ["bogus"],
         "window": ["x", "5:1", "nan:1", "inf:"],
         "model": [str(files / "nonexistent.zip"), str(files / "notzip.zip")],
+        # (evaluate's env here is kenv/HwrngWait-v0: one decision)
+        "actions": ["bogus", "", "cpu_relax,,hwrng_yield", "wait=cpu_relax", "cpu_relax,cpu_relax()",
+                    "hwrng_msleep(99999999999)", "usleep_range(2,1)"],
     }
     return table.get(dest)
 

@@ -73,3 +73,53 @@ def test_legend_names_every_colour_drawn(env_id):
                    if mask[y, x]), name
     assert dict(entries)[f"task {tasks[0]}"] == task_color(tasks[0])
     env.close()
+
+
+@pytest.mark.parametrize("env_id", ["kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", "kenv/Kernel-v0"])
+def test_frame_is_readable_time_axis_named_rows_and_mostly_drawn(env_id):
+    """Issue #39: the frame had no time axis, rows labelled "0 / 0" and mostly empty space."""
+    from kenv.trace.render import AXIS, AXIS_COLOR, TOP, text_width
+
+    env = gym.make(env_id, render_mode="rgb_array")
+    env.reset(seed=0)
+    env.render()
+    env.action_space.seed(0)
+    for _ in range(3):
+        env.step(env.action_space.sample())
+    frame = env.render()
+    tl = env.unwrapped._timeline
+    assert frame.shape == (HEIGHT, WIDTH, 3) and frame.dtype == np.uint8
+    # not mostly empty: the page background is under half of the frame
+    assert (frame == np.array(BG, dtype=np.uint8)).all(axis=2).mean() < 0.5
+    # every row named by machine and CPU, drawn right-aligned in the left margin
+    rows = sorted(tl.rows)
+    names = [tl.row_name(k) for k in rows]
+    assert all(n.startswith(tl.kernels[k[0]].name) and n.endswith(f"cpu{k[1]}") for n, k in zip(names, rows))
+    left = max(16, max(text_width(n) for n in names) + 6)
+    assert len(set(names)) == len(names)
+    margin = frame[TOP:HEIGHT - LEGEND - AXIS, :left]
+    for n in names:   # the name's pixels appear in the margin
+        probe = np.zeros((5, text_width(n), 3), dtype=np.uint8)
+        draw_text(probe, 0, 0, n, color=(255, 255, 255))
+        mask = (probe == 255).all(axis=2)
+        x = left - 3 - 4 * len(n) + 1
+        ys = [y for y in range(margin.shape[0] - 4)
+              if (margin[y:y + 5, x:x + mask.shape[1]][mask] == np.array((200, 200, 200), np.uint8)).all()]
+        assert ys, n
+    # the time axis: a line across the plot under the rows, round ticks, a caption with the unit
+    axis = (frame[:, left:] == np.array(AXIS_COLOR, dtype=np.uint8)).all(axis=2)
+    line_rows = [y for y in range(HEIGHT) if axis[y].all()]
+    assert line_rows and TOP < line_rows[0] < HEIGHT - LEGEND
+    unit, unit_ns, ticks = tl.time_ticks()
+    span = tl.t1 - tl.t0
+    assert unit in ("us", "ms", "s") and unit_ns <= span and 4 <= len(ticks) <= 11
+    assert ticks[0] == 0 and ticks[-1] <= span
+    y = line_rows[0]
+    assert axis[y + 1:y + 4].any(axis=0).sum() >= len(ticks) - 1   # the tick marks below the line
+    caption = f"time since the step began ({unit})"
+    probe = np.zeros((5, text_width(caption), 3), dtype=np.uint8)
+    draw_text(probe, 0, 0, caption, color=(255, 255, 255))
+    mask = (probe == 255).all(axis=2)
+    strip = frame[y + 13:y + 18, left:left + mask.shape[1]]
+    assert (strip[mask] == np.array((225, 225, 225), np.uint8)).all()
+    env.close()

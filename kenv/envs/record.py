@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..errors import ConfigError
 from ..files import open_nofollow
 
 #: the record format's version (a field of every record)
@@ -37,6 +38,15 @@ class RecordEpisodes(gym.Wrapper):
     """Append one JSON Lines record per finished episode of ``env`` to ``path``."""
 
     def __init__(self, env: gym.Env, path: str):
+        from .flat_info import FlatInfo
+
+        inner = env
+        while isinstance(inner, gym.Wrapper):   # the record reads the nested info kenv gives
+            if isinstance(inner, FlatInfo):
+                raise ConfigError("env", env.spec.id if env.spec else type(inner).__name__,
+                                  "an env whose info is kenv's own: record inside FlatInfo, "
+                                  "kenv.FlatInfo(kenv.RecordEpisodes(gym.make(ID), path))")
+            inner = inner.env
         super().__init__(env)
         self.path = os.fspath(path)
         self._seeds: np.random.Generator | None = None

@@ -62,6 +62,15 @@ ENVS = (
     ("kenv/HwrngWaitNullControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
 )
 
+#: the namespace of the flat twins: ``kenv-flat/<Name>-vN`` is ``kenv/<Name>-vN`` with its info
+#: flattened to numbers (kenv.envs.flat_info.FlatInfo), for clients that take an id only
+FLAT_NAMESPACE = "kenv-flat"
+
+
+def flat_id(env_id: str) -> str:
+    """The flat twin of a ``kenv/...`` id: ``kenv-flat/...``."""
+    return f"{FLAT_NAMESPACE}/{env_id.split('/', 1)[1]}"
+
 #: the keyword arguments an id registers with (ids not named here: none)
 ENV_KWARGS = MappingProxyType({
     "kenv/Raid6Bench-v1": RAID6BENCH_V1,
@@ -76,10 +85,17 @@ ENV_KWARGS = MappingProxyType({
 
 
 def register_envs() -> None:
+    """Every id of :data:`ENVS`, and its flat twin ``kenv-flat/...`` (the env in
+    kenv.envs.flat_info.FlatInfo: info with one level of keys and numbers only)."""
     for env_id, entry_point, max_steps in ENVS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps,
                          kwargs=dict(ENV_KWARGS.get(env_id, {})))
+        twin = flat_id(env_id)
+        if twin not in gym.registry:
+            # (the inner gym.make applies the time limit; the twin's spec states it too)
+            gym.register(id=twin, entry_point="kenv.envs.flat_info:make_flat", max_episode_steps=max_steps,
+                         kwargs={"env_id": env_id})
 
 
 #: every kenv environment id, in the order of :data:`ENVS`

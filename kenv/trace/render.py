@@ -10,12 +10,16 @@ segment per dimension of a MultiDiscrete action, each with its choice's name);
 below,
 one row per CPU (every CPU of machines with 16 CPUs or fewer in all, else the
 CPUs that have run something since the episode began), in machine order with
-a gap between machines, time running left to right over the last step.  In
+a gap between machines, time running left to right over the last step; the
+rows share the height between the band and the time axis.  In
 a row: tasks in a colour per task name (idle is the dark row background),
 hard IRQs red, softirqs orange, timer callbacks yellow (lower half), a
 magenta bar along the top while the CPU is non-preemptible, aggregated qperf
-round trips grey with stripes.  CPU numbers are drawn in the left margin
-with a 3x5 pixel font when rows are tall enough.  A legend along the bottom
+round trips grey with stripes.  Each row is named in the left margin
+(``CLIENT CPU0``: the machine and the CPU) when rows are tall enough.  Below the
+rows, a time axis: ticks at round times since the step began, labelled in the
+unit that suits the step's length (us, ms or s), and a caption naming the
+axis, its unit and when the step ended.  A legend along the bottom
 names every colour: the fixed categories, then each task drawn in the frame.
 Text is drawn in a 3x5 capital-letter pixel font (lower case is drawn in capitals).
 """
@@ -36,9 +40,12 @@ TITLE = 14        # title line (text at twice the font size)
 BAND = 12         # action band, below the title
 TOP = TITLE + BAND  # the CPU rows start here
 LEGEND = 26       # legend lines at the bottom (up to three)
-LEFT = 16         # CPU labels
-MAX_ROW = 24
+AXIS = 20         # the time axis under the rows: line, ticks, tick labels, caption
+LEFT = 16         # the least left margin (row names widen it)
 MAX_ROWS = 160
+NONPREEMPT_BAR = 6   # the most height of the non-preemptible bar along a row's top (rows are tall)
+#: the time axis's units: (name, nanoseconds), the first whose ten fits a step's length
+TIME_UNITS = (("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
 
 BG = (18, 18, 22)
 ROW = ((38, 38, 46), (44, 44, 54))
@@ -48,6 +55,7 @@ TIMER = (255, 225, 40)
 NONPREEMPT = (225, 40, 225)
 AGGREGATED = (150, 150, 150)
 SEPARATOR = (90, 90, 120)
+AXIS_COLOR = (170, 170, 185)
 TEXT = (225, 225, 225)
 BAND_TEXT = (20, 20, 24)
 TASK_PALETTE = ((70, 140, 255), (60, 200, 120), (150, 110, 240), (40, 190, 200), (120, 200, 60),
@@ -212,38 +220,42 @@ class StepTimeline:
         if self.title:
             scale = 2 if text_width(self.title, 2) <= W - 4 else 1
             draw_text(img, 2, (TITLE - 5 * scale) // 2, self.title, TEXT, scale, W - 2, self._glyphs)
+        spans = self._spans()
+        self._note_rows(spans)
+        rows = sorted(self.rows)[:MAX_ROWS]
+        names = {key: self.row_name(key) for key in rows}
+        left = max([LEFT] + [text_width(n) + 6 for n in names.values()])   # the rows' names fit
         if self.action is not None:
             # one segment per action dimension (MultiDiscrete), coloured by its index, named
             acts = [int(a) for a in np.asarray(self.action).reshape(-1)]
-            seg = (W - 1 - LEFT) // len(acts)
+            seg = (W - 1 - left) // len(acts)
             for i, a in enumerate(acts):
-                x0, x1 = LEFT + i * seg, LEFT + (i + 1) * seg - 2
+                x0, x1 = left + i * seg, left + (i + 1) * seg - 2
                 img[TITLE + 1:TOP - 2, x0:x1] = ACTION_PALETTE[a % len(ACTION_PALETTE)]
                 if i < len(self.action_labels):
                     draw_text(img, x0 + 2, TITLE + 3, self.action_labels[i], BAND_TEXT, 1, x1 - 1, self._glyphs)
-        spans = self._spans()
-        self._note_rows(spans)
+            draw_text(img, 2, TITLE + 3, "action", TEXT, 1, left - 2, self._glyphs)
         self._legend(img, sorted({task_label(name) for cat, _, name, _, _ in spans if cat == "task"}))
-        rows = sorted(self.rows)[:MAX_ROWS]
         if not rows:
             return img
         n_sep = len({m for m, _ in rows}) - 1
-        avail = H - TOP - LEGEND - 1 - 2 * n_sep
-        rh = max(1, min(MAX_ROW, avail // len(rows)))
+        avail = H - TOP - AXIS - LEGEND - 1 - 2 * n_sep
+        rh = max(1, avail // len(rows))
         y_of: dict[tuple[int, int], int] = {}
         y = TOP
         prev_m = rows[0][0]
         for i, key in enumerate(rows):
             if key[0] != prev_m:
-                img[y:y + 1, LEFT:W] = SEPARATOR
+                img[y:y + 1, left:W] = SEPARATOR
                 y += 2
                 prev_m = key[0]
             y_of[key] = y
-            img[y:y + rh, LEFT:W] = ROW[i % 2]
+            img[y:y + rh, left:W] = ROW[i % 2]
             if rh >= 6:
-                _text(img, LEFT - 3, y + (rh - 5) // 2, str(key[1]))
+                _text(img, left - 3, y + (rh - 5) // 2, names[key])
             y += rh
-        plot_w = W - LEFT
+        self._time_axis(img, y + 1, left)
+        plot_w = W - left
         t0, t1 = self.t0, self.t1
         span = max(1, t1 - t0)
         order = {"aggregated": 0, "task": 1, "timer": 4, "softirq": 3, "hardirq": 2, "nonpreempt": 5}
@@ -252,9 +264,9 @@ class StepTimeline:
             y0 = y_of.get(key)
             if y0 is None:
                 continue
-            x0 = LEFT + int((s - t0) * plot_w // span)
-            x1 = max(x0 + 1, LEFT + int((e - t0) * plot_w // span))
-            x0, x1 = min(max(x0, LEFT), W - 1), min(max(x1, LEFT + 1), W)
+            x0 = left + int((s - t0) * plot_w // span)
+            x1 = max(x0 + 1, left + int((e - t0) * plot_w // span))
+            x0, x1 = min(max(x0, left), W - 1), min(max(x1, left + 1), W)
             if cat == "task":
                 img[y0:y0 + rh, x0:x1] = task_color(name)
             elif cat == "hardirq":
@@ -264,12 +276,56 @@ class StepTimeline:
             elif cat == "timer":
                 img[y0 + rh // 2:y0 + rh, x0:x1] = TIMER
             elif cat == "nonpreempt":
-                img[y0:y0 + max(1, rh // 5), x0:x1] = NONPREEMPT
+                img[y0:y0 + max(1, min(NONPREEMPT_BAR, rh // 5)), x0:x1] = NONPREEMPT
             elif cat == "aggregated":
                 block = img[y0:y0 + rh, x0:x1]
                 block[:] = AGGREGATED
                 block[:, ::4] = (110, 110, 110)
         return img
+
+    def row_name(self, key: tuple[int, int]) -> str:
+        """The name of a CPU row in the left margin: the machine and the CPU (``client cpu0``)."""
+        return f"{self.kernels[key[0]].name} cpu{key[1]}"
+
+    def time_ticks(self) -> tuple[str, int, list[int]]:
+        """The time axis of the last step: its unit's name, the unit in ns, and the ticks
+        (ns since the step began; round values, 1, 2 or 5 times a power of ten, 4 to 10 of them)."""
+        span = max(1, self.t1 - self.t0)
+        unit, unit_ns = TIME_UNITS[0]
+        for name, ns in TIME_UNITS:
+            if span >= ns:
+                unit, unit_ns = name, ns
+        return unit, unit_ns, self._round_ticks(span)
+
+    @staticmethod
+    def _round_ticks(span: int) -> list[int]:
+        """0 and every multiple of the round step (1, 2 or 5 times 10**k ns) up to ``span``,
+        the step the smallest that gives at most 10 intervals."""
+        k = 1
+        while True:
+            for m in (1, 2, 5):
+                step = m * k
+                if span // step <= 10:
+                    return list(range(0, span + 1, step))
+            k *= 10
+
+    def _time_axis(self, img: np.ndarray, y: int, left: int) -> None:
+        """The axis under the rows (top at ``y``): a line, a tick and a label at each round
+        time since the step began, and the caption naming the axis and its unit."""
+        W = self.width
+        plot_w = W - left
+        span = max(1, self.t1 - self.t0)
+        unit, unit_ns, _ = self.time_ticks()
+        img[y:y + 1, left:W] = AXIS_COLOR
+        for t in self._round_ticks(span):
+            x = min(W - 1, left + int(t * plot_w // span))
+            img[y:y + 4, x:x + 1] = AXIS_COLOR
+            label = f"{t / unit_ns:g}"
+            lx = min(max(left, x - text_width(label) // 2), W - text_width(label) - 1)
+            draw_text(img, lx, y + 6, label, AXIS_COLOR, glyphs=self._glyphs)
+        caption = (f"time since the step began ({unit}); the step ran {span / unit_ns:.4g} {unit}, "
+                   f"to t={self.t1 / 1e9:.3f} s")
+        draw_text(img, left, y + 13, caption, TEXT, x_max=W - 1, glyphs=self._glyphs)
 
     def legend(self, tasks: Sequence[str]) -> list[tuple[str, tuple[int, int, int]]]:
         """The legend's entries: the fixed colours, then each task name with its colour."""
