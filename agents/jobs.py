@@ -32,7 +32,7 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from kenv.errors import ConfigError, JobError
 
@@ -74,6 +74,18 @@ def check_ray(ray: str | None, flag: str = "--ray") -> str | None:
     except ImportError:
         raise ConfigError(flag, ray, f"a run with Ray installed: {RAY_INSTALL}") from None
     return ray
+
+
+def cached_doc(path: str, keys: Sequence[str], fp: str) -> dict | None:
+    """A finished job's cached result (a JSON file in the output folder) if it is one for
+    the fingerprint ``fp`` and has ``keys``, else None: the job is (re)done.  A damaged or
+    foreign file is redone, which loses nothing: it is a function of the job's arguments."""
+    from .files import read_json
+
+    doc = read_json(path)
+    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in keys):
+        return doc
+    return None
 
 
 def run_jobs(jobs: Iterable[Job], on_done: Callable[[Job, Any], list[Job]], *, workers: int = 1,

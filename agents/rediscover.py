@@ -104,9 +104,9 @@ from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_pol
 from .evaluate import ci95, evaluate, evaluate_policy
 from .checkpoints import read_evaluations
 from .config import MAX_TIMESTEPS, load_train_config, make_env, registered_env_ids
-from .jobs import Job, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
+from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
 from .files import (
-    DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, read_json, remove_stale_tmp,
+    DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, remove_stale_tmp,
 )
 from .estimate import announce, train_s
 from .policy import EVAL_SEED, SUMMARY_SEED, ModelPolicy, action_key, context_label, load_model, policy_summary, \
@@ -266,17 +266,9 @@ LEARNED_KEYS = ("env", "seed", "algo", "fingerprint", "steps", "train_wall_s", "
                 "return_ci95", "returns", "components", "choices")
 
 
-def _cached(path: str, keys: Sequence[str], fp: str) -> dict | None:
-    """A cached job result if it is one for this fingerprint, else None (recompute it)."""
-    doc = read_json(path)
-    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in keys):
-        return doc
-    return None
-
-
 def cached_baselines(env_id: str, config: str, algo: str | None, out: str) -> dict | None:
     cfg = load_train_config(config, env_id, algo)
-    cached = _cached(_baselines_path(out, env_id), BASELINES_KEYS, baseline_fingerprint(cfg))
+    cached = cached_doc(_baselines_path(out, env_id), BASELINES_KEYS, baseline_fingerprint(cfg))
     return cached
 
 
@@ -379,7 +371,7 @@ def cached_learned(env_id: str, seed: int, config: str, algo: str | None, out: s
                    n_timesteps: int | None = None) -> dict | None:
     """The finished seed's learned.json in ``out``, if it is one for this run (the driver's check)."""
     cfg, targs = seed_setup(env_id, seed, config, algo, out, n_timesteps)
-    return _cached(_learned_path(out, env_id, seed), LEARNED_KEYS, fingerprint(cfg, seed, targs))
+    return cached_doc(_learned_path(out, env_id, seed), LEARNED_KEYS, fingerprint(cfg, seed, targs))
 
 
 def seed_job(env_id: str, seed: int, config: str, algo: str | None, n_timesteps: int | None = None,

@@ -7,6 +7,7 @@
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
+    kenv benchmark [--json]        PPO, A2C, DQN on every id over seeds: the results table
     kenv discover --env ID ...     extended actions: patch vs best static vs learned, and the rule learned
     kenv trace experiment|env ...  record a run as Perfetto JSON or ftrace text (``kenv trace -h``)
     kenv --version                 the installed kenv-gym's version
@@ -138,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     _no_seed(rd, "no --seed in kenv rediscover: --seeds N trains the seeds 0..N-1")
     rd.set_defaults(_run=lambda a: _rediscover_module().run_from_args(a))
 
+    bm = sub.add_parser("benchmark", help="train PPO, A2C and DQN on every id over seeds: mean return ± 95%% "
+                        "interval and normalised score beside random, patched and oracle (records for kenv validate)")
+    _benchmark_module().add_arguments(bm)
+    _no_seed(bm, "no --seed in kenv benchmark: --seeds N trains the seeds 0..N-1")
+    bm.set_defaults(_run=lambda a: _benchmark_module().run_from_args(a))
+
     dc = sub.add_parser("discover", help="search the extended actions: patch, best static and learned "
                         "policy on held-out episodes, and the learned policy as a rule")
     _discover_module().add_arguments(dc)
@@ -187,6 +194,12 @@ def _rediscover_module():
     from kenv.agents import rediscover
 
     return rediscover
+
+
+def _benchmark_module():
+    from kenv.agents import benchmark
+
+    return benchmark
 
 
 def _discover_module():
