@@ -159,7 +159,8 @@ def benchmark(envs: Sequence[str] | str | None = None, algos: Sequence[str] | st
     with DirLock(out, "--out"):
         remove_stale_tmp(out)
         for a in algo_list:
-            check_seed_runs([e for e, a2 in pairs if a2 == a], range(seeds), a, a, os.path.join(out, a), n_timesteps)
+            check_seed_runs([e for e, a2 in pairs if a2 == a], range(seeds), a, a, os.path.join(out, a), n_timesteps,
+                            given_out=out, flags="the --n-timesteps and shipped training configs")
         announce("kenv benchmark", seeds * sum(train_s(e, n_timesteps or load_train_config(a, e, a).n_timesteps)
                                                for e, a in pairs), log)
         results: dict[tuple, dict] = {}

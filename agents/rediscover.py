@@ -348,9 +348,12 @@ def seed_setup(env_id: str, seed: int, config: str, algo: str | None, out: str,
 
 
 def check_seed_runs(env_ids: Sequence[str], seed_list: Sequence[int], config: str, algo: str | None, out: str,
-                    n_timesteps: int | None) -> None:
+                    n_timesteps: int | None, *, given_out: str | None = None,
+                    flags: str = "the --config, --algo and --n-timesteps") -> None:
     """Refuse, before any work, a rerun whose training runs in ``out`` were made with other
-    flags (train's own refusal, later, named --resume, which rediscover does not have)."""
+    flags (train's own refusal, later, named --resume, which rediscover does not have).
+    ``given_out`` is the --out as the user typed it, when ``out`` is a folder under it;
+    ``flags`` says what a run's training depends on in the calling command."""
     for e in env_ids:
         for s in seed_list:
             cfg, targs = seed_setup(e, s, config, algo, out, n_timesteps)
@@ -359,8 +362,9 @@ def check_seed_runs(env_ids: Sequence[str], seed_list: Sequence[int], config: st
             except ConfigError as err:
                 if err.field != "--resume":
                     raise
-                raise ConfigError("--out", out, "a new directory, or the --config, --algo and --n-timesteps of "
-                                  f"the run already there ({targs.out} was trained with others)") from None
+                raise ConfigError("--out", given_out or out,
+                                  f"a new directory, or {flags} of the run already there ({targs.out} was "
+                                  "trained with others; delete that folder to redo its run)") from None
 
 
 def _learned_path(out: str, env_id: str, seed: int) -> str:

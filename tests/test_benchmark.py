@@ -157,3 +157,20 @@ def test_a_bad_flag_is_one_line_exit_2_and_writes_nothing(dest, value, tmp_path,
     lines = err.strip().splitlines()
     assert e.value.code == 2 and len(lines) == 1 and flag in lines[0] and "Traceback" not in err, err
     assert sorted(os.listdir(tmp_path)) == ["AFILE"]
+
+
+def test_a_rerun_with_other_training_names_the_given_out_and_the_folder_to_delete(run, tmp_path, capsys):
+    """A run folder trained with another budget (or an older shipped config) is refused
+    before any work: the line names the --out the user gave, not a folder under it, and
+    the run folder whose deletion redoes that job."""
+    out, _ = run
+    copy = str(tmp_path / "copy")
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".lock"))
+    with pytest.raises(SystemExit) as e:
+        main(["benchmark", *TINY[:4], "--n-timesteps", "1024", "--algos", "ppo", "--out", copy, "--workers", "1",
+              "--no-progress"])
+    [line] = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert e.value.code == 2 and line.startswith(f"kenv benchmark: error: --out: got '{copy}';"), line
+    run_dir = os.path.join(copy, "ppo", "kenv_HwrngWait-v0", "seed_0")
+    assert f"({run_dir} was trained with others; delete that folder to redo its run)" in line, line
+    assert "--n-timesteps and shipped training configs" in line and "--config" not in line, line
