@@ -20,37 +20,19 @@ from gymnasium import spaces
 
 from ..errors import ConfigError, UnknownKeywordError
 from ..fastforward.hwrng import HwrngLearned
-from ..kernel.core import PREEMPT_MODELS
 from ..schema import (
     check_fast_forward, check_kernel_option, check_load_balance, check_phases, check_render_mode,
     check_reset_options, check_seed,
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
+from .observation import Obs, episode_reader, obs_rows, observe, one_hot
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix, phase_fields_elsewhere
 
 
 #: the default of each reward component a step does not report
 _ZEROS = (0.0,) * len(COMPONENTS)
-
-
-def one_hot(index: int, n: int) -> list[float]:
-    v = [0.0] * n
-    if 0 <= index < n:
-        v[index] = 1.0
-    return v
-
-
-def kernel_config_features(preempt: str, hz: int) -> list[float]:
-    """Observation entries shared by every env: preemption model one-hot (4) and HZ/1000."""
-    return one_hot(PREEMPT_MODELS.index(preempt), len(PREEMPT_MODELS)) + [hz / 1000.0]
-
-
-KERNEL_CONFIG_ROWS = (
-    ("preempt == none", 0, 1), ("preempt == voluntary", 0, 1), ("preempt == full", 0, 1),
-    ("preempt == rt", 0, 1), ("HZ / 1000", 0.1, 1),
-)
 
 
 #: the reward components in reset()'s info (no step yet)
@@ -99,7 +81,12 @@ class KenvEnv(gym.Env):
     EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
     DEFAULT_SCENARIO: ClassVar[str] = ""
     SCENARIO_FIELDS: ClassVar[Mapping[str, Sequence[Any]]] = {}
-    OBS_ROWS: ClassVar[list[tuple[str, float, float]]] = []
+    #: the observation's entries before the previous action (kenv.envs.observation)
+    OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
+    #: the entries ``phases=True`` adds (before the previous action)
+    PHASE_OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
+    #: the docstring tables' text for the previous action's entries after them
+    PREVIOUS_ACTION: ClassVar[str] = "previous action one-hot (all zero after reset)"
     #: the choices of the fixed baselines (agents/baselines.py)
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
@@ -177,13 +164,16 @@ class KenvEnv(gym.Env):
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        # the bounds of the episode's rows (OBS_ROWS) as floats, for _obs's clip
+        # the bounds of the episode's rows (OBSERVATION) as floats, for _obs's clip
         # (clipping in float64 first keeps the float32 value inside the Box:
         # rounding to float32 is monotonic); the previous-action rows after them
         # are 0 or 1 by construction
-        self._obs_low = [float(r[1]) for r in self.obs_rows[:len(self.OBS_ROWS)]]
-        self._obs_high = [float(r[2]) for r in self.obs_rows[:len(self.OBS_ROWS)]]
+        n = len(obs_rows(self.OBSERVATION))
+        self._obs_low = [float(r[1]) for r in self.obs_rows[:n]]
+        self._obs_high = [float(r[2]) for r in self.obs_rows[:n]]
         self._episode = None
+        # what _obs reads from the episode (kenv.envs.observation.episode_reader)
+        self._obs_parts: tuple = ()
         self._prev_feats: dict = {}
         self._scenario: dict | None = None
         self._scenario_types = scenario_field_types(self.SCENARIO_FIELDS)
@@ -203,7 +193,7 @@ class KenvEnv(gym.Env):
         """(meaning, min, max) of each observation entry: the env's rows (this
         instance's: a keyword argument such as ``phases=True`` may add some), then
         a one-hot of the previous action (all zero after reset)."""
-        return list(self.OBS_ROWS) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
+        return obs_rows(self.OBSERVATION) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
 
     # --------------------------------------------------------------- actions
     def _make_action_space(self) -> spaces.Space:
@@ -277,6 +267,7 @@ class KenvEnv(gym.Env):
         self._phase_rng = (np.random.default_rng(int(self.np_random.integers(0, 2**63 - 1)))
                            if self.phases else None)
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
+        self._obs_parts = episode_reader(self.OBSERVATION, self._episode)
         self._last = None
         self._last_action = None
         self._timeline = None    # (rgb_array: recording starts with the episode's first render())
@@ -421,20 +412,20 @@ class KenvEnv(gym.Env):
         # previous-action one-hot that follows them is 0 or 1 by construction.
         # (zip ends with the episode's entries: the bounds lists hold only theirs.)
         return np.array([lo if x < lo else hi if x > hi else x
-                         for x, lo, hi in zip(self._episode.observation(), self._obs_low, self._obs_high)]
+                         for x, lo, hi in zip(observe(self._obs_parts, self._episode), self._obs_low, self._obs_high)]
                         + self._prev_action_features(), dtype=np.float32)
 
     def _use_phases(self, phases: Any, env_id: str, default_scenario: str,
-                    fields: Mapping[str, Sequence[Any]], rows: Sequence) -> None:
+                    fields: Mapping[str, Sequence[Any]], entries: Sequence[Obs]) -> None:
         """Before ``KenvEnv.__init__``: with ``phases=True``, this instance is
         ``env_id`` (its default mix ``default_scenario``, with the scenario
-        fields ``fields`` and the observation rows ``rows`` added)."""
+        fields ``fields`` and the observation entries ``entries`` added)."""
         self.phases = check_phases(phases, self.ENV_ID)
         if self.phases:
             self.ENV_ID, self.DEFAULT_SCENARIO = env_id, default_scenario
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, **fields}
             self.PHASE_FIELDS = tuple(fields)
-            self.OBS_ROWS = list(self.OBS_ROWS) + list(rows)
+            self.OBSERVATION = self.OBSERVATION + tuple(entries)
         else:
             self.SCENARIO_ELSEWHERE = phase_fields_elsewhere(self.ENV_ID, tuple(fields))
 
