@@ -1,4 +1,5 @@
-"""The env docstrings' tables are the declarations' (kenv.envs.doctables)."""
+"""The env docstrings' tables are the declarations' (kenv.envs.doctables), and the
+declarations are what the envs return."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import kenv  # noqa: F401  (registers the ids)
 from kenv.envs import doctables
 from kenv.envs.hwrng_wait import HwrngWaitEnv
 from kenv.envs.doctables import observation_table
+from kenv.envs.info import info_types
 from kenv.envs.observation import Obs, obs_rows
 from kenv.envs.registration import ENVS
 
@@ -46,6 +48,19 @@ def test_the_box_and_the_rows_come_from_the_declarations(env_id):
     assert env.observation_space.shape == (len(env.obs_rows),)
     obs, _ = env.reset(seed=0)
     assert obs.shape == env.observation_space.shape
+
+
+@pytest.mark.parametrize("env_id", [e[0] for e in ENVS])
+def test_the_info_keys_and_types_are_the_declared_ones(env_id):
+    env = gym.make(env_id)
+    base = env.unwrapped
+    declared = info_types(base.info_entries())
+    env.action_space.seed(0)
+    _, info = env.reset(seed=0)
+    assert {k: type(v) for k, v in info.items()} == declared
+    for _ in range(2):
+        info = env.step(env.action_space.sample())[4]
+        assert {k: type(v) for k, v in info.items()} == declared
 
 
 def test_a_table_numbers_groups_and_entries():

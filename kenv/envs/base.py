@@ -26,6 +26,7 @@ from ..schema import (
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
+from .info import Info
 from .observation import Obs, episode_reader, obs_rows, observe, one_hot
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix, phase_fields_elsewhere
@@ -85,6 +86,9 @@ class KenvEnv(gym.Env):
     OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
     #: the entries ``phases=True`` adds (before the previous action)
     PHASE_OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
+    #: the info keys (kenv.envs.info), and those ``phases=True`` adds
+    INFO: ClassVar[tuple[Info, ...]] = ()
+    PHASE_INFO: ClassVar[tuple[Info, ...]] = ()
     #: the docstring tables' text for the previous action's entries after them
     PREVIOUS_ACTION: ClassVar[str] = "previous action one-hot (all zero after reset)"
     #: the choices of the fixed baselines (agents/baselines.py)
@@ -194,6 +198,11 @@ class KenvEnv(gym.Env):
         instance's: a keyword argument such as ``phases=True`` may add some), then
         a one-hot of the previous action (all zero after reset)."""
         return obs_rows(self.OBSERVATION) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
+
+    def info_entries(self) -> tuple[Info, ...]:
+        """The declared info keys of this instance (kenv.envs.info): the env's, and
+        with ``phases=True`` those of the phases."""
+        return self.INFO + (self.PHASE_INFO if self.phases else ())
 
     # --------------------------------------------------------------- actions
     def _make_action_space(self) -> spaces.Space:

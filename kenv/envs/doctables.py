@@ -10,10 +10,12 @@ a closing ``<!-- end -->`` line; what lies between is generated:
     <!-- end -->
     <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
     <!-- end -->
+    <!-- info: INFO -->
+    <!-- end -->
 
 ``observation: A + B`` is the table of the class attribute ``B``'s entries
 numbered after ``A``'s (what ``phases=True`` adds), ending with the previous
-action's row.  tests/test_doctables.py checks that every table is current.
+action's row; ``info: A`` the table of the info keys ``A``.  tests/test_doctables.py checks that every table is current.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Sequence
 
 from .hwrng_wait import HwrngWaitEnv
 from .kernel_env import KernelEnv
+from .info import Info
 from .observation import Obs
 from .raid6_bench import Raid6BenchEnv
 from .random_mix import RandomMixEnv
@@ -34,7 +37,7 @@ from .random_mix import RandomMixEnv
 #: the env classes whose docstrings hold generated tables
 ENV_CLASSES = (RandomMixEnv, HwrngWaitEnv, Raid6BenchEnv, KernelEnv)
 
-_MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- (?P<kind>observation): (?P<what>[A-Z_+ ]+) -->$", re.M)
+_MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- (?P<kind>observation|info): (?P<what>[A-Z_+ ]+) -->$", re.M)
 _END = "<!-- end -->"
 
 
@@ -66,13 +69,20 @@ def observation_table(entries: Sequence[Obs], before: Sequence[Obs], previous_ac
     return _table(("index", "meaning", "min", "max", "kernel source"), rows)
 
 
+def info_table(entries: Sequence[Info]) -> str:
+    """The table of the info keys ``entries``."""
+    return _table(("key", "type", "meaning", "at reset"), [
+        (", ".join(f"``{k}``" for k in e.keys), e.type_text or ", ".join(dict.fromkeys(t.__name__ for t in e.types)),
+         e.meaning, e.at_reset) for e in entries])
+
+
 def render(cls, kind: str, what: str) -> str:
     """The table a marker ``<!-- kind: what -->`` in ``cls``'s docstring stands for."""
     *before, last = (getattr(cls, name.strip()) for name in what.split("+"))
     if kind == "observation":
         return observation_table(last, before=[e for entries in before for e in entries],
                                  previous_action=cls.PREVIOUS_ACTION)
-    raise ValueError(f"unknown table kind {kind!r}")
+    return info_table(last)
 
 
 def regenerate(text: str, cls) -> str:

@@ -18,6 +18,9 @@ from ..errors import ConfigError
 from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
 from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
 from .base import FastForwardMemory, KenvEnv
+from .info import (
+    BITS_CREDITED, HWRNG, HWRNG_STEP, MACHINE, POOL, READER_PHASE, SHELL, SIM_TIME, STEP_SIM, kernel_reports,
+)
 from .observation import (
     CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, Obs, platform_one_hot,
 )
@@ -150,6 +153,7 @@ class HwrngWaitEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -173,10 +177,15 @@ class HwrngWaitEnv(KenvEnv):
     | ``hwrng_bytes_per_s`` | float | the reader's rate over the step | -1.0 |
     | ``spin_cpu_s`` | float | CPU time spun in ``cpu_relax()`` in the step | 0.0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    With ``phases=True`` info also has ``reader_phase`` (str): the reader's
-    phase in the step, ``reader`` or ``idle`` (at reset: the first step's,
-    which the boot runs in).
+    With ``phases=True`` (HwrngWait-v1) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``reader_phase`` | str | the reader's phase in the step, ``reader`` or ``idle`` | the first step's (the boot runs in it) |
+    <!-- end -->
 
     ## Starting State
 
@@ -254,6 +263,8 @@ class HwrngWaitEnv(KenvEnv):
     )
     #: added with ``phases=True`` (HwrngWait-v1)
     PHASE_OBSERVATION = (HWRNG_STATE, CRNG_INIT)
+    INFO = SHELL + MACHINE + (SIM_TIME,) + HWRNG + POOL + (BITS_CREDITED,) + kernel_reports() + HWRNG_STEP + (STEP_SIM,)
+    PHASE_INFO = (READER_PHASE,)
 
     def __init__(self, *, phases: bool = False, **kwargs):
         # phases=True: the reader comes and goes (scenario field ``reader_phases``,

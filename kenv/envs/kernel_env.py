@@ -20,6 +20,10 @@ from ..subsystems.phases import LOAD_SCHEDULES, READER_SCHEDULES, TRAFFIC_SCHEDU
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
 from .base import FastForwardMemory, KenvEnv
+from .info import (
+    BITS_CREDITED, HWRNG, HWRNG_STEP, LOAD_PHASE, MACHINE, MSG_SIZE, POOL, QPERF_STEP, RAID6, READER_PHASE, SHELL,
+    SIM_TIME, STEP_SIM, TRAFFIC_PHASE, WINDOW, WORST_WAKEUP, kernel_reports,
+)
 from .observation import (
     CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION,
     QPERF_STATE, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE, obs_rows, one_hot,
@@ -239,6 +243,7 @@ class KernelEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -276,11 +281,17 @@ class KernelEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup (-1.0 once modprobe has exited) | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    Kernel-v2 (``phases=True``) info also has ``traffic_phase``,
-    ``reader_phase`` and ``load_phase`` (str): the phase of each part in the
-    step (see RandomMix-v1, HwrngWait-v1, Raid6Bench-v2; at reset: the first
-    step's).
+    With ``phases=True`` (Kernel-v2) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``traffic_phase`` | str | the step's message size (``64 KiB``) or ``pause`` | the first step's |
+    | ``reader_phase`` | str | the reader's phase in the step, ``reader`` or ``idle`` | the first step's (the boot runs in it) |
+    | ``load_phase`` | str | the job's phase in the step, ``job`` or ``off`` | the first step's |
+    <!-- end -->
 
     ## Starting State
 
@@ -425,6 +436,12 @@ class KernelEnv(KenvEnv):
     BOOT_OBSERVATION = (CRNG_INIT,)
     #: added with ``phases=True`` (Kernel-v2)
     PHASE_OBSERVATION = (QPERF_STATE, HWRNG_STATE, RAID6_STATE)
+    INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HWRNG + RAID6
+            + (POOL[0], POOL[1].with_meaning("bits credited to the shared input pool so far"), POOL[2], BITS_CREDITED)
+            + kernel_reports("both qperf hosts", "this machine") + QPERF_STEP + HWRNG_STEP
+            + (WORST_WAKEUP.with_meaning("the step's worst cyclictest wakeup (-1.0 once modprobe has exited)"),
+               WINDOW, STEP_SIM))
+    PHASE_INFO = (TRAFFIC_PHASE, READER_PHASE, LOAD_PHASE)
     PREVIOUS_ACTION = "previous action, one-hot per dimension"
 
     def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):

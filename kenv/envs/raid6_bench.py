@@ -15,6 +15,9 @@ from ..subsystems.common import kernel_reports_info
 from ..subsystems.phases import LOAD_SCHEDULES, PhaseSchedule
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
 from .base import KenvEnv
+from .info import (
+    LOAD_PHASE, MACHINE, RAID6, SHELL, SIM_TIME, STEP_SIM, WINDOW, WORST_WAKEUP, Info, kernel_reports,
+)
 from .observation import KERNEL_CONFIG, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE, Obs, platform_one_hot
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
@@ -151,6 +154,7 @@ class Raid6BenchEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -175,9 +179,15 @@ class Raid6BenchEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    With ``phases=True`` info also has ``load_phase`` (str): the job's phase
-    in the step, ``job`` or ``off`` (at reset: the first step's).
+    With ``phases=True`` (Raid6Bench-v2) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``load_phase`` | str | the job's phase in the step, ``job`` or ``off`` | the first step's |
+    <!-- end -->
 
     ## Starting State
 
@@ -268,6 +278,9 @@ class Raid6BenchEnv(KenvEnv):
     )
     #: added with ``phases=True`` (Raid6Bench-v2)
     PHASE_OBSERVATION = (RAID6_STATE,)
+    INFO = (SHELL + MACHINE + (Info(("kernel",), (str,), "raid6_choose_gen() version (resolved)"), SIM_TIME) + RAID6
+            + kernel_reports() + (WORST_WAKEUP, WINDOW, STEP_SIM))
+    PHASE_INFO = (LOAD_PHASE,)
 
     def __init__(self, *, phases: bool = False, **kwargs):
         # phases=True: the background job starts and stops (scenario field

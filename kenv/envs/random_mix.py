@@ -10,6 +10,9 @@ from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.phases import TRAFFIC_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
 from .base import FastForwardMemory, KenvEnv
+from .info import (
+    BITS_CREDITED, HOSTS_POOL, MACHINE, MSG_SIZE, QPERF_STEP, SHELL, SIM_TIME, STEP_SIM, TRAFFIC_PHASE, kernel_reports,
+)
 from .observation import KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION, QPERF_STATE, Obs
 
 
@@ -122,6 +125,7 @@ class RandomMixEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -145,9 +149,15 @@ class RandomMixEnv(KenvEnv):
     | ``round_trips`` | int | qperf round trips completed in the step | 0 |
     | ``mixes`` | int | fast-pool mixes in the step (both hosts) | 0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    With ``phases=True`` info also has ``traffic_phase`` (str): the step's
-    message size (``64 KiB``) or ``pause`` (at reset: the first step's).
+    With ``phases=True`` (RandomMix-v1) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``traffic_phase`` | str | the step's message size (``64 KiB``) or ``pause`` | the first step's |
+    <!-- end -->
 
     ## Starting State
 
@@ -237,6 +247,10 @@ class RandomMixEnv(KenvEnv):
     )
     #: added with ``phases=True`` (RandomMix-v1)
     PHASE_OBSERVATION = (QPERF_STATE,)
+    INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HOSTS_POOL
+            + (BITS_CREDITED.with_meaning("bits credited on both hosts in the step"),)
+            + kernel_reports("client and server", "client and server") + QPERF_STEP + (STEP_SIM,))
+    PHASE_INFO = (TRAFFIC_PHASE,)
 
     def __init__(self, *, phases: bool = False, **kwargs):
         # phases=True: qperf's traffic changes size or pauses (scenario field
