@@ -94,8 +94,8 @@ class RandomMixEnv(KenvEnv):
     | 10.. | previous action one-hot (all zero after reset) | 0 | 1 | |
     <!-- end -->
 
-    With ``phases=True`` (RandomMix-v1) before the previous action (10..
-    moves to 12..):
+    With ``phases=True`` (RandomMix-v1) the interrupt rate and the mixes come
+    before the previous action:
 
     <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
     | index | meaning | min | max | kernel source |
