@@ -26,8 +26,9 @@ from ..schema import (
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
+from .actions import DiscreteCodec, MultiDiscreteCodec
 from .info import Info
-from .observation import Obs, episode_reader, obs_rows, observe, one_hot
+from .observation import Obs, episode_reader, obs_rows, observe
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix, phase_fields_elsewhere
 
@@ -78,6 +79,8 @@ class KenvEnv(gym.Env):
     #: the kernel decision the action makes (kenv.subsystems); it gives the
     #: action names and the baselines' choices below
     DECISION: ClassVar[Decision | None] = None
+    #: or the decisions of a MultiDiscrete action, one dimension each (Kernel-v0)
+    DECISIONS: ClassVar[Mapping[str, Decision]] = MappingProxyType({})
     DEFAULT_ACTIONS: ClassVar[tuple[str, ...]] = ()
     EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
     DEFAULT_SCENARIO: ClassVar[str] = ""
@@ -122,6 +125,10 @@ class KenvEnv(gym.Env):
         if d is not None:
             cls.DEFAULT_ACTIONS, cls.EXTENDED_ACTIONS = d.default, d.extended
             cls.ORIGINAL, cls.PRE_PATCH, cls.PATCHED = d.original, d.pre_patch, d.patched
+        ds = cls.__dict__.get("DECISIONS")
+        if ds:
+            cls.ORIGINAL, cls.PRE_PATCH, cls.PATCHED = (
+                tuple(getattr(d, kernel) for d in ds.values()) for kernel in ("original", "pre_patch", "patched"))
 
     def __new__(cls, *args, **kwargs):
         """Refuse a keyword argument the env does not take with a ConfigError naming it,
@@ -159,12 +166,15 @@ class KenvEnv(gym.Env):
         #: env's own memory of what they learned (None when off)
         self.fast_forward = check_fast_forward(fast_forward)
         self.ff_memory: FastForwardMemory | None = FastForwardMemory() if fast_forward else None
-        self.actions = self._check_actions(actions)
+        #: the action: its space, names, reading and checking (kenv.envs.actions)
+        self.codec = (MultiDiscreteCodec(self.DECISIONS, actions) if self.DECISIONS
+                      else DiscreteCodec(self.DECISION, actions))
+        self.actions = self.codec.names
         self.profile = load_profile(profile, reward_weights)
         self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario,
                                           within_episode=self.PHASE_FIELDS, elsewhere=self.SCENARIO_ELSEWHERE)
-        self.action_space = self._make_action_space()
-        self.obs_rows = self.observation_rows(self.actions)
+        self.action_space = self.codec.space
+        self.obs_rows = self.observation_rows()
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
@@ -193,11 +203,11 @@ class KenvEnv(gym.Env):
         # render() of the episode on (_arm_timeline); None until then
         self._timeline = None
 
-    def observation_rows(self, actions: Sequence[str]) -> list[tuple[str, float, float]]:
+    def observation_rows(self) -> list[tuple[str, float, float]]:
         """(meaning, min, max) of each observation entry: the env's rows (this
         instance's: a keyword argument such as ``phases=True`` may add some), then
         a one-hot of the previous action (all zero after reset)."""
-        return obs_rows(self.OBSERVATION) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
+        return obs_rows(self.OBSERVATION) + self.codec.rows()
 
     def info_entries(self) -> tuple[Info, ...]:
         """The declared info keys of this instance (kenv.envs.info): the env's, and
@@ -205,52 +215,19 @@ class KenvEnv(gym.Env):
         return self.INFO + (self.PHASE_INFO if self.phases else ())
 
     # --------------------------------------------------------------- actions
-    def _make_action_space(self) -> spaces.Space:
-        return spaces.Discrete(len(self.actions))
-
     def _prev_action_features(self) -> list[float]:
         feats = self._prev_feats.get(self._last_action)
         if feats is None:   # one list per previous action, built once (never mutated)
-            feats = self._prev_feats[self._last_action] = self._build_prev_action_features()
+            feats = self._prev_feats[self._last_action] = self.codec.features(self._last_action)
         return feats
 
-    def _build_prev_action_features(self) -> list[float]:
-        return one_hot(-1 if self._last_action is None else self._last_action, len(self.actions))
-
-    def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:
-        """The action names (:meth:`Decision.check`)."""
-        return self.DECISION.check(actions)
-
     def action_label(self, action: Any) -> str:
-        return self._index_label(self._action_index(action))
+        """The name of ``action`` (a ConfigError if it is not one of this env's)."""
+        return self.codec.label(self.codec.index(action))
 
-    def _index_label(self, index: Any) -> str:
-        """The name of an already validated action index."""
-        return self.actions[index]
-
-    def action_for(self, choice: str, baseline: str = "") -> int:
-        """The action index of a named choice (for the fixed baselines)."""
-        if choice not in self.actions:
-            raise ConfigError(f"baseline {baseline}".strip(), choice,
-                              f"a choice in this env's action set ({', '.join(self.actions)}); "
-                              f"pass actions=[...] to include it")
-        return self.actions.index(choice)
-
-    def _action_index(self, action: Any) -> int:
-        if type(action) is int or isinstance(action, np.integer):   # the common case, fast
-            if 0 <= action < len(self.actions):
-                return int(action)
-        allowed = f"an integer in 0..{len(self.actions) - 1} ({', '.join(self.actions)})"
-        try:
-            v = np.asarray(action) if action is not None else None
-        except Exception:  # noqa: BLE001 - anything numpy cannot read (ragged lists, ...) is a bad action
-            raise ConfigError("action", action, allowed) from None
-        if v is None or v.shape not in ((), (1,)) or not np.issubdtype(v.dtype, np.integer):
-            raise ConfigError("action", action, allowed)
-        a = int(v.reshape(()))
-        if not 0 <= a < len(self.actions):
-            raise ConfigError("action", action, allowed)
-        return a
+    def action_for(self, choice: Any, baseline: str = "") -> Any:
+        """The action of a named choice (for the fixed baselines)."""
+        return self.codec.action_for(choice, baseline)
 
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -285,11 +262,11 @@ class KenvEnv(gym.Env):
     def step(self, action):
         if self._episode is None:
             raise RuntimeError("call reset() before step()")
-        a = self._action_index(action)
+        a = self.codec.index(action)
         self._taken.append(a)
         if self._timeline is not None:
             self._timeline.begin_step()
-        m = self._episode.step(self._episode_action(a))
+        m = self._episode.step(self.codec.kernel_action(a))
         if self._timeline is not None:
             self._timeline.end_step(a)
         # the components in COMPONENTS order (map: no Python frame per entry)
@@ -378,7 +355,7 @@ class KenvEnv(gym.Env):
             return np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint8)
         tl = self._timeline
         if self._last_action is not None:
-            label = self._index_label(self._last_action)
+            label = self.codec.label(self._last_action)
             tl.title = (f"{self.made_as}  step {len(self._taken)}  t={self._episode.now_s:.3f} s  action {label}")
             dims = np.asarray(self._last_action).reshape(-1).size
             tl.action_labels = label.split("|") if dims > 1 else [label]
@@ -396,7 +373,7 @@ class KenvEnv(gym.Env):
         env_id = self.made_as
         if self._last is None:
             return f"{env_id} scenario={self._scenario}\n"
-        a = self._index_label(self._last_action) if self._last_action is not None else "-"
+        a = self.codec.label(self._last_action) if self._last_action is not None else "-"
         comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
         return f"{env_id} t={self._episode.now_s:.3f}s action={a} {comps}\n"
 
@@ -411,7 +388,7 @@ class KenvEnv(gym.Env):
                     **self._episode.info(), **self._episode.raw_at_reset()}
         return {"scenario": self._scenario_info.copy(), "profile": self.profile.name,
                 "reward_components": comps,  # a new dict every step
-                "action_name": self._index_label(self._last_action),
+                "action_name": self.codec.label(self._last_action),
                 **self._episode.info(), **m["raw"]}
 
     def _obs(self) -> np.ndarray:
@@ -440,7 +417,3 @@ class KenvEnv(gym.Env):
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError
-
-    def _episode_action(self, index: int) -> Any:
-        """What the episode's ``step`` receives for action ``index``."""
-        return self.actions[index]

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..drivers.hwrng import WaitStrategy, parse_wait
+from ..drivers.hwrng import WaitStrategy
 from ..drivers.random import InputPool
 from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
@@ -275,13 +275,5 @@ class HwrngWaitEnv(KenvEnv):
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
 
-    def _check_actions(self, actions):
-        out = super()._check_actions(actions)
-        self._waits = tuple(parse_wait(a) for a in out)
-        return out
-
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
         return _HwrngEpisode(scenario, rng, self.ff_memory, self._phase_rng)
-
-    def _episode_action(self, index: int):
-        return self._waits[index]

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
-from gymnasium import spaces
 
-from ..drivers.hwrng import parse_wait
 from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
@@ -26,12 +24,12 @@ from .info import (
 )
 from .observation import (
     CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION,
-    QPERF_STATE, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE, obs_rows, one_hot,
+    QPERF_STATE, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE,
 )
 
 #: the decisions, in the order of the MultiDiscrete action
-DIMENSIONS = ("deferral", "wait", "raid6")
 _DECISIONS = MappingProxyType({"deferral": DEFERRAL, "wait": WAIT, "raid6": BENCHMARK_MODE})
+DIMENSIONS = tuple(_DECISIONS)
 
 #: The hwrng is a bcm2835-compatible block with rpi3bplus's parameters,
 #: transplanted onto the x86 host (no x86 server has one); it probes 5 ms into
@@ -405,9 +403,7 @@ class KernelEnv(KenvEnv):
     """
 
     ENV_ID: ClassVar[str] = "kenv/Kernel-v0"
-    ORIGINAL = tuple(_DECISIONS[d].original for d in DIMENSIONS)
-    PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
-    PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
+    DECISIONS = _DECISIONS
     DEFAULT_SCENARIO = "kernel"
     KERNEL_OPTIONS = ("load_balance", "irq_threads")
     SCENARIO_FIELDS = {
@@ -467,72 +463,6 @@ class KernelEnv(KenvEnv):
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
         self._init_kwargs["phases"] = self.phases
-
-    # ------------------------------------------------ a MultiDiscrete action
-    def _check_actions(self, actions: Mapping[str, Sequence[str]] | None) -> tuple:
-        if actions is None:
-            actions = {}
-        if not isinstance(actions, Mapping):
-            raise ConfigError("actions", actions, f"a mapping with keys {', '.join(DIMENSIONS)}")
-        unknown = set(actions) - set(DIMENSIONS)
-        if unknown:
-            raise ConfigError(f"actions.{sorted(unknown)[0]}", sorted(unknown)[0], ", ".join(DIMENSIONS))
-        out = [_DECISIONS[d].check(actions.get(d)) for d in DIMENSIONS]
-        self._waits = tuple(parse_wait(w) for w in out[1])
-        self._nvec = tuple(len(names) for names in out)    # (_action_index's fast path)
-        return tuple(out)
-
-    def _make_action_space(self) -> spaces.Space:
-        return spaces.MultiDiscrete([len(a) for a in self.actions])
-
-    def observation_rows(self, actions) -> list[tuple[str, float, float]]:
-        rows = obs_rows(self.OBSERVATION)
-        for d, names in zip(DIMENSIONS, actions):
-            rows += [(f"previous {d} == {a}", 0.0, 1.0) for a in names]
-        return rows
-
-    def _build_prev_action_features(self) -> list[float]:
-        out: list[float] = []
-        for i, names in enumerate(self.actions):
-            out += one_hot(-1 if self._last_action is None else self._last_action[i], len(names))
-        return out
-
-    def _action_index(self, action: Any) -> tuple[int, ...]:
-        if type(action) is np.ndarray and action.shape == (3,) and action.dtype.kind in "iu":
-            idx = tuple(action.tolist())        # the common case, fast
-            a, b, c = idx
-            na, nb, nc = self._nvec
-            if 0 <= a < na and 0 <= b < nb and 0 <= c < nc:
-                return idx
-        allowed = "an integer array of shape (3,) with entries in " + ", ".join(
-            f"0..{len(a) - 1}" for a in self.actions)
-        if isinstance(action, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in action):
-            raise ConfigError("action", action, allowed)   # (numpy reads [True, 0, 0] as integers)
-        try:
-            v = np.asarray(action)
-        except Exception:  # noqa: BLE001 - anything numpy cannot read is a bad action
-            raise ConfigError("action", action, allowed) from None
-        if v.shape != (len(DIMENSIONS),) or not np.issubdtype(v.dtype, np.integer):
-            raise ConfigError("action", action, allowed)
-        idx = tuple(int(x) for x in v)
-        if not all(0 <= i < len(names) for i, names in zip(idx, self.actions)):
-            raise ConfigError("action", action, allowed)
-        return idx
-
-    def _index_label(self, index: tuple) -> str:
-        return "|".join(names[i] for i, names in zip(index, self.actions))
-
-    def action_for(self, choice: tuple, baseline: str = "") -> np.ndarray:
-        out = []
-        for d, c, names in zip(DIMENSIONS, choice, self.actions):
-            if c not in names:
-                raise ConfigError(f"baseline {baseline} ({d})".strip(), c,
-                                  f"a choice in this env's {d} set ({', '.join(names)})")
-            out.append(names.index(c))
-        return np.array(out, dtype=np.int64)
-
-    def _episode_action(self, index: tuple) -> tuple:
-        return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
         # With load balancing the fast-forwards decline everything: a skipped

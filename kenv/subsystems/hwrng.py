@@ -26,7 +26,7 @@ def _wait_name(a) -> str:
 #: ``usleep_range(MIN,MAX)``); <= 6.0 spun, 6.1 slept a second, the patch yields
 WAIT = Decision(default=("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield"), extended=(),
                 original="cpu_relax", pre_patch="hwrng_msleep(1000)", patched="hwrng_yield",
-                spell=_wait_name)
+                spell=_wait_name, parse=parse_wait)
 #: the reader of /dev/hwrng (an rngd-like loop of read(2) calls)
 READER_COMM = "rngd"
 
