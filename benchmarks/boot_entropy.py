@@ -37,7 +37,7 @@ def ready_after(env, action, t0_ns: int, cap_s: float) -> tuple[float, bool]:
     ep = u._episode
     in_episode = ep.pool.ready_ns is not None
     while ep.pool.ready_ns is None and ep.k.now - t0_ns < cap_s * NSEC_PER_SEC:
-        ep.step(u._episode_action(u._action_index(action)))
+        ep.step(u.codec.kernel_action(u.codec.index(action)))
     if ep.pool.ready_ns is None:
         return float("inf"), False
     return (ep.pool.ready_ns - t0_ns) / NSEC_PER_SEC, in_episode

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 import kenv  # noqa: F401  (registers the ids)
 from kenv.drivers.hwrng import HWRNG_DEFAULT_QUALITY, bcm2835_rng_probe
+from kenv.envs.observation import obs_rows
 from kenv.drivers.random import (
     CRNG_EARLY, CRNG_EMPTY, CRNG_READY, POOL_BITS, POOL_EARLY_BITS, POOL_READY_BITS, InputPool,
 )
@@ -216,7 +217,7 @@ def test_ready_start_of_v1_is_v0s():
     v0, v1 = gym.make("kenv/Kernel-v0"), gym.make("kenv/Kernel-v1")
     o0, i0 = v0.reset(seed=5)
     o1, i1 = v1.reset(seed=5, options={"scenario": {**i0["scenario"], "start": "ready"}})
-    n = len(v0.unwrapped.OBS_ROWS)
+    n = len(obs_rows(v0.unwrapped.OBSERVATION))
     assert np.array_equal(o0[:n], o1[:n]) and list(o1[n:n + 3]) == [0.0, 0.0, 1.0]
     for a in ([1, 2, 1], [0, 1, 0], [1, 0, 1]):
         s0, s1 = v0.step(np.array(a)), v1.step(np.array(a))

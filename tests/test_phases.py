@@ -21,8 +21,7 @@ from kenv.envs.kernel_env import KernelEnv
 from kenv.envs.raid6_bench import Raid6BenchEnv
 from kenv.envs.random_mix import RandomMixEnv
 from kenv.errors import ConfigError
-from kenv.subsystems.hwrng import STATE_ROWS
-from kenv.subsystems.qperf import STATE_ROWS as QPERF_STATE_ROWS
+from kenv.envs.observation import HWRNG_STATE, QPERF_STATE, obs_rows
 from kenv.subsystems.phases import IDLE, JOB, LOAD_SCHEDULES, OFF, READER, READER_SCHEDULES, PhaseSchedule
 from kenv.sim.engine import NSEC_PER_MSEC
 
@@ -100,7 +99,7 @@ def test_idle_phase_has_no_reader():
 def test_observation_follows_the_phase():
     env = HwrngWaitEnv(phases=True, scenario={**RPI, "reader_phases": "rngd"})
     out = _run(env, 5, 47, actions=[1 if i % 3 else 2 for i in range(47)])
-    in_read, fifo, since = (_row(env, r[0]) for r in (STATE_ROWS[1], STATE_ROWS[0], STATE_ROWS[3]))
+    in_read, fifo, since = (_row(env, HWRNG_STATE.names[i]) for i in (1, 0, 3))
     phases = [i["reader_phase"] for _, _, i in out]
     assert {READER, IDLE} <= set(phases[1:])
     for k in range(1, len(out) - 1):
@@ -127,7 +126,7 @@ def test_phases_none_is_v0s_workload(cls, scenario, field, key, added):
     v1 = cls(phases=True, scenario={**scenario, field: "none"})
     acts = [i % len(v0.actions) for i in (0, 1, 2, 2, 0, 1, 2, 0)]
     a, b = _run(v0, 9, 8, actions=acts), _run(v1, 9, 8, actions=acts)
-    n = len(cls.OBS_ROWS)
+    n = len(obs_rows(cls.OBSERVATION))
     for (oa, ra, ia), (ob, rb, ib) in zip(a, b):
         assert ra == rb and np.array_equal(oa[:n], ob[:n]) and np.array_equal(oa[n:], ob[-len(v0.actions):])
         assert ia[key] == ib[key]
@@ -251,7 +250,7 @@ def _traffic(schedule: str, size: str, seed: int, steps: int = 32, ff: bool = Tr
 @pytest.mark.parametrize("size", ["4K", "256K"])
 def test_a_pause_has_no_traffic_and_the_interrupt_rate_shows_it(size):
     env, out = _traffic("pauses", size, 4)
-    irq = _row(env, QPERF_STATE_ROWS[0][0])
+    irq = _row(env, QPERF_STATE.names[0])
     phases = [i["traffic_phase"] for _, _, i in out]
     assert "pause" in phases[1:]
     for k in range(2, len(out)):

@@ -20,37 +20,21 @@ from gymnasium import spaces
 
 from ..errors import ConfigError, UnknownKeywordError
 from ..fastforward.hwrng import HwrngLearned
-from ..kernel.core import PREEMPT_MODELS
 from ..schema import (
     check_fast_forward, check_kernel_option, check_load_balance, check_phases, check_render_mode,
     check_reset_options, check_seed,
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
+from .actions import DiscreteCodec, MultiDiscreteCodec
+from .info import Info
+from .observation import Obs, episode_reader, obs_rows, observe
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix, phase_fields_elsewhere
 
 
 #: the default of each reward component a step does not report
 _ZEROS = (0.0,) * len(COMPONENTS)
-
-
-def one_hot(index: int, n: int) -> list[float]:
-    v = [0.0] * n
-    if 0 <= index < n:
-        v[index] = 1.0
-    return v
-
-
-def kernel_config_features(preempt: str, hz: int) -> list[float]:
-    """Observation entries shared by every env: preemption model one-hot (4) and HZ/1000."""
-    return one_hot(PREEMPT_MODELS.index(preempt), len(PREEMPT_MODELS)) + [hz / 1000.0]
-
-
-KERNEL_CONFIG_ROWS = (
-    ("preempt == none", 0, 1), ("preempt == voluntary", 0, 1), ("preempt == full", 0, 1),
-    ("preempt == rt", 0, 1), ("HZ / 1000", 0.1, 1),
-)
 
 
 #: the reward components in reset()'s info (no step yet)
@@ -95,11 +79,21 @@ class KenvEnv(gym.Env):
     #: the kernel decision the action makes (kenv.subsystems); it gives the
     #: action names and the baselines' choices below
     DECISION: ClassVar[Decision | None] = None
+    #: or the decisions of a MultiDiscrete action, one dimension each (Kernel-v0)
+    DECISIONS: ClassVar[Mapping[str, Decision]] = MappingProxyType({})
     DEFAULT_ACTIONS: ClassVar[tuple[str, ...]] = ()
     EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
     DEFAULT_SCENARIO: ClassVar[str] = ""
     SCENARIO_FIELDS: ClassVar[Mapping[str, Sequence[Any]]] = {}
-    OBS_ROWS: ClassVar[list[tuple[str, float, float]]] = []
+    #: the observation's entries before the previous action (kenv.envs.observation)
+    OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
+    #: the entries ``phases=True`` adds (before the previous action)
+    PHASE_OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
+    #: the info keys (kenv.envs.info), and those ``phases=True`` adds
+    INFO: ClassVar[tuple[Info, ...]] = ()
+    PHASE_INFO: ClassVar[tuple[Info, ...]] = ()
+    #: the docstring tables' text for the previous action's entries after them
+    PREVIOUS_ACTION: ClassVar[str] = "previous action one-hot (all zero after reset)"
     #: the choices of the fixed baselines (agents/baselines.py)
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
@@ -131,6 +125,10 @@ class KenvEnv(gym.Env):
         if d is not None:
             cls.DEFAULT_ACTIONS, cls.EXTENDED_ACTIONS = d.default, d.extended
             cls.ORIGINAL, cls.PRE_PATCH, cls.PATCHED = d.original, d.pre_patch, d.patched
+        ds = cls.__dict__.get("DECISIONS")
+        if ds:
+            cls.ORIGINAL, cls.PRE_PATCH, cls.PATCHED = (
+                tuple(getattr(d, kernel) for d in ds.values()) for kernel in ("original", "pre_patch", "patched"))
 
     def __new__(cls, *args, **kwargs):
         """Refuse a keyword argument the env does not take with a ConfigError naming it,
@@ -168,22 +166,28 @@ class KenvEnv(gym.Env):
         #: env's own memory of what they learned (None when off)
         self.fast_forward = check_fast_forward(fast_forward)
         self.ff_memory: FastForwardMemory | None = FastForwardMemory() if fast_forward else None
-        self.actions = self._check_actions(actions)
+        #: the action: its space, names, reading and checking (kenv.envs.actions)
+        self.codec = (MultiDiscreteCodec(self.DECISIONS, actions) if self.DECISIONS
+                      else DiscreteCodec(self.DECISION, actions))
+        self.actions = self.codec.names
         self.profile = load_profile(profile, reward_weights)
         self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario,
                                           within_episode=self.PHASE_FIELDS, elsewhere=self.SCENARIO_ELSEWHERE)
-        self.action_space = self._make_action_space()
-        self.obs_rows = self.observation_rows(self.actions)
+        self.action_space = self.codec.space
+        self.obs_rows = self.observation_rows()
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        # the bounds of the episode's rows (OBS_ROWS) as floats, for _obs's clip
+        # the bounds of the episode's rows (OBSERVATION) as floats, for _obs's clip
         # (clipping in float64 first keeps the float32 value inside the Box:
         # rounding to float32 is monotonic); the previous-action rows after them
         # are 0 or 1 by construction
-        self._obs_low = [float(r[1]) for r in self.obs_rows[:len(self.OBS_ROWS)]]
-        self._obs_high = [float(r[2]) for r in self.obs_rows[:len(self.OBS_ROWS)]]
+        n = len(obs_rows(self.OBSERVATION))
+        self._obs_low = [float(r[1]) for r in self.obs_rows[:n]]
+        self._obs_high = [float(r[2]) for r in self.obs_rows[:n]]
         self._episode = None
+        # what _obs reads from the episode (kenv.envs.observation.episode_reader)
+        self._obs_parts: tuple = ()
         self._prev_feats: dict = {}
         self._scenario: dict | None = None
         self._scenario_types = scenario_field_types(self.SCENARIO_FIELDS)
@@ -199,59 +203,31 @@ class KenvEnv(gym.Env):
         # render() of the episode on (_arm_timeline); None until then
         self._timeline = None
 
-    def observation_rows(self, actions: Sequence[str]) -> list[tuple[str, float, float]]:
+    def observation_rows(self) -> list[tuple[str, float, float]]:
         """(meaning, min, max) of each observation entry: the env's rows (this
         instance's: a keyword argument such as ``phases=True`` may add some), then
         a one-hot of the previous action (all zero after reset)."""
-        return list(self.OBS_ROWS) + [(f"previous action == {a}", 0.0, 1.0) for a in actions]
+        return obs_rows(self.OBSERVATION) + self.codec.rows()
+
+    def info_entries(self) -> tuple[Info, ...]:
+        """The declared info keys of this instance (kenv.envs.info): the env's, and
+        with ``phases=True`` those of the phases."""
+        return self.INFO + (self.PHASE_INFO if self.phases else ())
 
     # --------------------------------------------------------------- actions
-    def _make_action_space(self) -> spaces.Space:
-        return spaces.Discrete(len(self.actions))
-
     def _prev_action_features(self) -> list[float]:
         feats = self._prev_feats.get(self._last_action)
         if feats is None:   # one list per previous action, built once (never mutated)
-            feats = self._prev_feats[self._last_action] = self._build_prev_action_features()
+            feats = self._prev_feats[self._last_action] = self.codec.features(self._last_action)
         return feats
 
-    def _build_prev_action_features(self) -> list[float]:
-        return one_hot(-1 if self._last_action is None else self._last_action, len(self.actions))
-
-    def _check_actions(self, actions: Sequence[str] | None) -> tuple[str, ...]:
-        """The action names (:meth:`Decision.check`)."""
-        return self.DECISION.check(actions)
-
     def action_label(self, action: Any) -> str:
-        return self._index_label(self._action_index(action))
+        """The name of ``action`` (a ConfigError if it is not one of this env's)."""
+        return self.codec.label(self.codec.index(action))
 
-    def _index_label(self, index: Any) -> str:
-        """The name of an already validated action index."""
-        return self.actions[index]
-
-    def action_for(self, choice: str, baseline: str = "") -> int:
-        """The action index of a named choice (for the fixed baselines)."""
-        if choice not in self.actions:
-            raise ConfigError(f"baseline {baseline}".strip(), choice,
-                              f"a choice in this env's action set ({', '.join(self.actions)}); "
-                              f"pass actions=[...] to include it")
-        return self.actions.index(choice)
-
-    def _action_index(self, action: Any) -> int:
-        if type(action) is int or isinstance(action, np.integer):   # the common case, fast
-            if 0 <= action < len(self.actions):
-                return int(action)
-        allowed = f"an integer in 0..{len(self.actions) - 1} ({', '.join(self.actions)})"
-        try:
-            v = np.asarray(action) if action is not None else None
-        except Exception:  # noqa: BLE001 - anything numpy cannot read (ragged lists, ...) is a bad action
-            raise ConfigError("action", action, allowed) from None
-        if v is None or v.shape not in ((), (1,)) or not np.issubdtype(v.dtype, np.integer):
-            raise ConfigError("action", action, allowed)
-        a = int(v.reshape(()))
-        if not 0 <= a < len(self.actions):
-            raise ConfigError("action", action, allowed)
-        return a
+    def action_for(self, choice: Any, baseline: str = "") -> Any:
+        """The action of a named choice (for the fixed baselines)."""
+        return self.codec.action_for(choice, baseline)
 
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -277,6 +253,7 @@ class KenvEnv(gym.Env):
         self._phase_rng = (np.random.default_rng(int(self.np_random.integers(0, 2**63 - 1)))
                            if self.phases else None)
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
+        self._obs_parts = episode_reader(self.OBSERVATION, self._episode)
         self._last = None
         self._last_action = None
         self._timeline = None    # (rgb_array: recording starts with the episode's first render())
@@ -285,11 +262,11 @@ class KenvEnv(gym.Env):
     def step(self, action):
         if self._episode is None:
             raise RuntimeError("call reset() before step()")
-        a = self._action_index(action)
+        a = self.codec.index(action)
         self._taken.append(a)
         if self._timeline is not None:
             self._timeline.begin_step()
-        m = self._episode.step(self._episode_action(a))
+        m = self._episode.step(self.codec.kernel_action(a))
         if self._timeline is not None:
             self._timeline.end_step(a)
         # the components in COMPONENTS order (map: no Python frame per entry)
@@ -378,7 +355,7 @@ class KenvEnv(gym.Env):
             return np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint8)
         tl = self._timeline
         if self._last_action is not None:
-            label = self._index_label(self._last_action)
+            label = self.codec.label(self._last_action)
             tl.title = (f"{self.made_as}  step {len(self._taken)}  t={self._episode.now_s:.3f} s  action {label}")
             dims = np.asarray(self._last_action).reshape(-1).size
             tl.action_labels = label.split("|") if dims > 1 else [label]
@@ -396,7 +373,7 @@ class KenvEnv(gym.Env):
         env_id = self.made_as
         if self._last is None:
             return f"{env_id} scenario={self._scenario}\n"
-        a = self._index_label(self._last_action) if self._last_action is not None else "-"
+        a = self.codec.label(self._last_action) if self._last_action is not None else "-"
         comps = ", ".join(f"{c}={self._last.get(c, 0.0):.3g}" for c in COMPONENTS)
         return f"{env_id} t={self._episode.now_s:.3f}s action={a} {comps}\n"
 
@@ -411,7 +388,7 @@ class KenvEnv(gym.Env):
                     **self._episode.info(), **self._episode.raw_at_reset()}
         return {"scenario": self._scenario_info.copy(), "profile": self.profile.name,
                 "reward_components": comps,  # a new dict every step
-                "action_name": self._index_label(self._last_action),
+                "action_name": self.codec.label(self._last_action),
                 **self._episode.info(), **m["raw"]}
 
     def _obs(self) -> np.ndarray:
@@ -421,26 +398,22 @@ class KenvEnv(gym.Env):
         # previous-action one-hot that follows them is 0 or 1 by construction.
         # (zip ends with the episode's entries: the bounds lists hold only theirs.)
         return np.array([lo if x < lo else hi if x > hi else x
-                         for x, lo, hi in zip(self._episode.observation(), self._obs_low, self._obs_high)]
+                         for x, lo, hi in zip(observe(self._obs_parts, self._episode), self._obs_low, self._obs_high)]
                         + self._prev_action_features(), dtype=np.float32)
 
     def _use_phases(self, phases: Any, env_id: str, default_scenario: str,
-                    fields: Mapping[str, Sequence[Any]], rows: Sequence) -> None:
+                    fields: Mapping[str, Sequence[Any]], entries: Sequence[Obs]) -> None:
         """Before ``KenvEnv.__init__``: with ``phases=True``, this instance is
         ``env_id`` (its default mix ``default_scenario``, with the scenario
-        fields ``fields`` and the observation rows ``rows`` added)."""
+        fields ``fields`` and the observation entries ``entries`` added)."""
         self.phases = check_phases(phases, self.ENV_ID)
         if self.phases:
             self.ENV_ID, self.DEFAULT_SCENARIO = env_id, default_scenario
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, **fields}
             self.PHASE_FIELDS = tuple(fields)
-            self.OBS_ROWS = list(self.OBS_ROWS) + list(rows)
+            self.OBSERVATION = self.OBSERVATION + tuple(entries)
         else:
             self.SCENARIO_ELSEWHERE = phase_fields_elsewhere(self.ENV_ID, tuple(fields))
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError
-
-    def _episode_action(self, index: int) -> Any:
-        """What the episode's ``step`` receives for action ``index``."""
-        return self.actions[index]

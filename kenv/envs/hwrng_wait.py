@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..drivers.hwrng import WaitStrategy, parse_wait
+from ..drivers.hwrng import WaitStrategy
 from ..drivers.random import InputPool
 from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
@@ -15,9 +15,15 @@ from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
 from ..errors import ConfigError
-from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
+from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
 from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
-from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
+from .base import FastForwardMemory, KenvEnv
+from .info import (
+    BITS_CREDITED, HWRNG, HWRNG_STEP, MACHINE, POOL, READER_PHASE, SHELL, SIM_TIME, STEP_SIM, kernel_reports,
+)
+from .observation import (
+    CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, Obs, platform_one_hot,
+)
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: a step ends when the reader's read(2) returns, or after this much simulated time
@@ -45,14 +51,11 @@ class _HwrngEpisode:
                                  bs=int(scenario["reader_bs"]), reads_per_step=1,
                                  learned=ff and ff.hwrng,
                                  schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], phase_rng))
-        self.phased = phase_rng is not None
         # boot until the rng has registered and discarded its warm-up numbers:
         # the first step starts with the hwrng kthread and the reader at
         # /dev/hwrng and the generator running (unless the board keeps it silent)
         self.hw.boot(params.probe_ns + params.warmup_ns)
-        # the entries of the observation and info that an episode never changes
-        self._obs_head = (kernel_config_features(preempt, hz)
-                          + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)) + [1.0 / plat.nr_cpus])
+        # the entries of info that an episode never changes
         self._info_head = {"platform": plat.name, "preempt": preempt, "hz": hz}
 
     @property
@@ -71,14 +74,6 @@ class _HwrngEpisode:
                  bug=float(len(k.bugs) - bugs0))
         m["raw"].update(bits_credited=bits, step_sim_s=(k.now - self.hw._t0) / NSEC_PER_SEC)
         return m
-
-    def observation(self) -> list[float]:
-        hw_obs = self.hw.observation()
-        obs = (self._obs_head + [hw_obs[0], min(1.0, self.k.now / (60 * NSEC_PER_SEC))]
-               + hw_obs[1:] + [min(1.0, self.pool.init_bits / 256)])
-        if self.phased:
-            obs += self.hw.state_observation() + one_hot(self.pool.crng_init, len(CRNG_ROWS))
-        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.hw.info(), **pool_info(self.pool),
@@ -112,30 +107,34 @@ class HwrngWaitEnv(KenvEnv):
 
     ``Box(float32)``:
 
-    | index | meaning | min | max |
-    |---|---|---|---|
-    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 |
-    | 4 | HZ / 1000 | 0 | 1 |
-    | 5-6 | platform one-hot: rpi3bplus, bcm2835-kernelci | 0 | 1 |
-    | 7 | 1 / number of CPUs | 0 | 1 |
-    | 8 | the reader has not had a byte from /dev/hwrng yet | 0 | 1 |
-    | 9 | time since boot / 60 s (capped at 1) | 0 | 1 |
-    | 10 | previous step's throughput component (capped at 1: a step that only reads words already in the FIFO lasts under a microsecond, and its rate reaches about 1.5) | 0 | 1 |
-    | 11 | previous step's spin component (capped at 1) | 0 | 1 |
-    | 12 | crng progress: credited bits / 256 | 0 | 1 |
-    | 13.. | previous action one-hot (all zero after reset) | 0 | 1 |
+    <!-- observation: OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
+    | 4 | HZ / 1000 | 0.1 | 1 | ``CONFIG_HZ`` |
+    | 5-6 | platform one-hot: rpi3bplus, bcm2835-kernelci | 0 | 1 | |
+    | 7 | 1 / number of CPUs | 0 | 1 | ``nr_cpu_ids`` |
+    | 8 | the reader has not had a byte from /dev/hwrng yet | 0 | 1 | ``drivers/char/hw_random/core.c rng_dev_read()`` |
+    | 9 | time since boot / 60 s (capped at 1) | 0 | 1 | |
+    | 10 | previous step's throughput component (capped at 1: a step that only reads words already in the FIFO lasts under a microsecond, and its rate reaches about 1.5) | 0 | 1 | |
+    | 11 | previous step's spin component (capped at 1) | 0 | 1 | |
+    | 12 | crng progress: credited bits / 256 | 0 | 1 | ``drivers/char/random.c input_pool.init_bits`` |
+    | 13.. | previous action one-hot (all zero after reset) | 0 | 1 | |
+    <!-- end -->
 
     With ``phases=True`` (HwrngWait-v1) what the driver could read at the
     step's end comes before the previous action:
 
-    | index | meaning | min | max |
-    |---|---|---|---|
-    | 13 | ``RNG_STATUS >> 24`` / FIFO depth: words in the FIFO now | 0 | 1 |
-    | 14 | readers in ``rng_dev_read()`` (the reader's next read(2) has begun) | 0 | 1 |
-    | 15 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) | 0 | 1 |
-    | 16 | time since words were last read from ``RNG_DATA``, log10(1 + us) / 7 | 0 | 1 |
-    | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY, CRNG_READY | 0 | 1 |
-    | 20.. | previous action one-hot | 0 | 1 |
+    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 13 | ``RNG_STATUS >> 24`` / FIFO depth: words in the FIFO now | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 14 | readers in ``rng_dev_read()`` (the reader's next read(2) has begun) | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 15 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 16 | time since words were last read from ``RNG_DATA``, log10(1 + us) / 7 | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) | 0 | 1 | ``drivers/char/random.c crng_init`` |
+    | 20.. | previous action one-hot (all zero after reset) | 0 | 1 | |
+    <!-- end -->
 
     ## Rewards
 
@@ -154,6 +153,7 @@ class HwrngWaitEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -177,10 +177,15 @@ class HwrngWaitEnv(KenvEnv):
     | ``hwrng_bytes_per_s`` | float | the reader's rate over the step | -1.0 |
     | ``spin_cpu_s`` | float | CPU time spun in ``cpu_relax()`` in the step | 0.0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    With ``phases=True`` info also has ``reader_phase`` (str): the reader's
-    phase in the step, ``reader`` or ``idle`` (at reset: the first step's,
-    which the boot runs in).
+    With ``phases=True`` (HwrngWait-v1) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``reader_phase`` | str | the reader's phase in the step, ``reader`` or ``idle`` | the first step's (the boot runs in it) |
+    <!-- end -->
 
     ## Starting State
 
@@ -246,28 +251,29 @@ class HwrngWaitEnv(KenvEnv):
         "silent_s": ("platform", 0, 5, 10, 25, 30, 60),
         "reader_bs": (4, 16, 32, 64, 128, 256, 512, 1024, 4096),
     }
-    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
-        ("platform == rpi3bplus", 0, 1), ("platform == bcm2835-kernelci", 0, 1),
-        ("1 / nr_cpus", 0, 1), ("reader has had no byte yet", 0, 1), ("time since boot / 60 s", 0, 1),
-        ("previous throughput", 0, 1), ("previous spin", 0, 1), ("crng progress", 0, 1),
-    ]
+    OBSERVATION = KERNEL_CONFIG + (
+        platform_one_hot(PLATFORMS),
+        Obs(("1 / nr_cpus",), "1 / number of CPUs", lambda ep: [1.0 / ep.plat.nr_cpus], source="nr_cpu_ids",
+            fixed=True),
+        HWRNG_NO_BYTE,
+        Obs(("time since boot / 60 s",), "time since boot / 60 s (capped at 1)",
+            lambda ep: [min(1.0, ep.k.now / (60 * NSEC_PER_SEC))]),
+        HWRNG_LAST,
+        CRNG_PROGRESS,
+    )
+    #: added with ``phases=True`` (HwrngWait-v1)
+    PHASE_OBSERVATION = (HWRNG_STATE, CRNG_INIT)
+    INFO = SHELL + MACHINE + (SIM_TIME,) + HWRNG + POOL + (BITS_CREDITED,) + kernel_reports() + HWRNG_STEP + (STEP_SIM,)
+    PHASE_INFO = (READER_PHASE,)
 
     def __init__(self, *, phases: bool = False, **kwargs):
         # phases=True: the reader comes and goes (scenario field ``reader_phases``,
         # mix configs/scenarios/hwrng-v1.yaml) and the observation carries what
-        # the driver could read (STATE_ROWS, CRNG_ROWS)
+        # the driver could read (PHASE_OBSERVATION)
         self._use_phases(phases, "kenv/HwrngWait-v1", "hwrng-v1", {"reader_phases": tuple(READER_SCHEDULES)},
-                         STATE_ROWS + CRNG_ROWS)
+                         self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
 
-    def _check_actions(self, actions):
-        out = super()._check_actions(actions)
-        self._waits = tuple(parse_wait(a) for a in out)
-        return out
-
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
         return _HwrngEpisode(scenario, rng, self.ff_memory, self._phase_rng)
-
-    def _episode_action(self, index: int):
-        return self._waits[index]

@@ -4,28 +4,32 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
-from gymnasium import spaces
 
-from ..drivers.hwrng import parse_wait
 from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
-from ..subsystems.hwrng import CRNG_ROWS, STATE_ROWS, WAIT, HwrngSubsystem, pool_info
+from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
 from ..subsystems.phases import LOAD_SCHEDULES, READER_SCHEDULES, TRAFFIC_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
-from ..subsystems.qperf import STATE_ROWS as QPERF_STATE_ROWS
 from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
-from ..subsystems.raid6 import STATE_ROWS as RAID6_STATE_ROWS
-from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features, one_hot
+from .base import FastForwardMemory, KenvEnv
+from .info import (
+    BITS_CREDITED, HWRNG, HWRNG_STEP, LOAD_PHASE, MACHINE, MSG_SIZE, POOL, QPERF_STEP, RAID6, READER_PHASE, SHELL,
+    SIM_TIME, STEP_SIM, TRAFFIC_PHASE, WINDOW, WORST_WAKEUP, kernel_reports,
+)
+from .observation import (
+    CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION,
+    QPERF_STATE, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE,
+)
 
 #: the decisions, in the order of the MultiDiscrete action
-DIMENSIONS = ("deferral", "wait", "raid6")
 _DECISIONS = MappingProxyType({"deferral": DEFERRAL, "wait": WAIT, "raid6": BENCHMARK_MODE})
+DIMENSIONS = tuple(_DECISIONS)
 
 #: The hwrng is a bcm2835-compatible block with rpi3bplus's parameters,
 #: transplanted onto the x86 host (no x86 server has one); it probes 5 ms into
@@ -48,17 +52,13 @@ READER_CPU = 2
 #: starts STARTUP_MARGIN_NS after the rng's probe, while the generator still
 #: discards its warm-up numbers and nothing has credited the input pool yet
 START = ("ready", "boot")
-# kenv/Kernel-v1's observation entries after Kernel-v0's: the crng_init
-# one-hot, CRNG_ROWS (kenv.subsystems.hwrng); with phases=True the hwrng's
-# STATE_ROWS follow them
 
 
 class _KernelEpisode:
     def __init__(self, scenario: dict, rng: np.random.Generator, ff: FastForwardMemory | None,
-                 crng_obs: bool = False, load_balance: bool = False, irq_threads: bool = False,
+                 load_balance: bool = False, irq_threads: bool = False,
                  phase_rng: np.random.Generator | None = None):
         self.plat, self.preempt = resolve_machine(scenario)
-        self.crng_obs = crng_obs
         self.hz = self.plat.hz
         self.step_ns = int(float(scenario["step_ms"]) * NSEC_PER_MSEC)
         # each part's schedule has its own generator: their draws interleave
@@ -84,7 +84,6 @@ class _KernelEpisode:
                                  kthread_cpus=(READER_CPU,),
                                  learned=ff and ff.hwrng,
                                  schedule=None if phase_rng is None else PhaseSchedule(scenario["reader_phases"], reader_rng))
-        self.phased = phase_rng is not None
         if scenario.get("start", "ready") == "boot":
             # Boot until just after the probe: the hwrng kthread and the reader
             # wait for the generator's warm-up, and the crediting rules decide
@@ -104,9 +103,7 @@ class _KernelEpisode:
                                  t0=k.now + int(rng.integers(0, k.TICK_NSEC)),
                                  schedule=None if phase_rng is None
                                  else PhaseSchedule(scenario["load_phases"], load_rng, LOAD_SCHEDULES))
-        # the entries of the observation and info that an episode never changes
-        self._obs_head = (kernel_config_features(self.preempt, self.hz)
-                          + self.q.config_features())
+        # the entries of info that an episode never changes
         self._info_head = {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz}
 
     @property
@@ -141,15 +138,6 @@ class _KernelEpisode:
             "terminated": bugs > 0 or self.r6.done,
             "raw": raw,
         }
-
-    def observation(self) -> list[float]:
-        obs = (self._obs_head + [self.q.last] + self.hw.observation() + self.r6.observation()
-               + [min(1.0, self.pool.init_bits / 256)])
-        if self.crng_obs:
-            obs += one_hot(self.pool.crng_init, len(CRNG_ROWS))
-        if self.phased:
-            obs += self.q.state_observation() + self.hw.state_observation() + self.r6.state_observation()
-        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, "msg_size": self.q.msg_size_label, **self.q.phase_info(),
@@ -187,48 +175,54 @@ class KernelEnv(KenvEnv):
 
     ## Observation Space
 
-    ``Box(float32)``, entries in [0, 1]:
+    ``Box(float32)``:
 
-    | index | meaning |
-    |---|---|
-    | 0-3 | preemption model one-hot: none, voluntary, full, rt |
-    | 4 | HZ / 1000 |
-    | 5 | log2(msg_size / 4 KiB) / 8 |
-    | 6 | mix threshold is 64 |
-    | 7 | previous tcp_lat regression x 5 (capped at 1) |
-    | 8 | the hwrng reader has not had a byte yet |
-    | 9 | previous hwrng throughput component (capped at 1, as HwrngWait's row 10) |
-    | 10 | previous hwrng spin component (capped at 1) |
-    | 11 | a continuous hog on the modprobe CPU |
-    | 12 | a periodic job on the modprobe CPU |
-    | 13 | raid6 benchmark progress: windows / 18 |
-    | 14 | previous worst cyclictest wakeup, log10(1 + us) / 6 |
-    | 15 | share of the previous raid6 window's calls lost |
-    | 16 | crng progress: credited bits / 256 |
-    | 17.. | previous action, one-hot per dimension (v0) |
+    <!-- observation: OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
+    | 4 | HZ / 1000 | 0.1 | 1 | ``CONFIG_HZ`` |
+    | 5 | log2(msg_size / 4 KiB) / 8 | 0 | 1 | |
+    | 6 | mix threshold is 64 (before 534d2eaf1970) | 0 | 1 | |
+    | 7 | previous step's tcp_lat regression x 5 (capped at 1) | 0 | 1 | |
+    | 8 | the hwrng reader has not had a byte yet | 0 | 1 | ``drivers/char/hw_random/core.c rng_dev_read()`` |
+    | 9 | previous hwrng throughput component (capped at 1, as HwrngWait's row 10) | 0 | 1 | |
+    | 10 | previous hwrng spin component (capped at 1) | 0 | 1 | |
+    | 11 | a continuous hog on the modprobe CPU | 0 | 1 | |
+    | 12 | a periodic job on the modprobe CPU | 0 | 1 | |
+    | 13 | raid6 benchmark progress: windows / 18 | 0 | 1 | ``lib/raid6/algos.c raid6_choose_gen(); cyclictest`` |
+    | 14 | previous worst cyclictest wakeup, log10(1 + us) / 6 (up to 1.5) | 0 | 1.5 | ``lib/raid6/algos.c raid6_choose_gen(); cyclictest`` |
+    | 15 | share of the previous raid6 window's calls lost | 0 | 1 | ``lib/raid6/algos.c raid6_choose_gen(); cyclictest`` |
+    | 16 | crng progress: credited bits / 256 | 0 | 1 | ``drivers/char/random.c input_pool.init_bits`` |
+    | 17.. | previous action, one-hot per dimension | 0 | 1 | |
+    <!-- end -->
 
     Kernel-v1 inserts the crng state before the previous action:
 
-    | index | meaning |
-    |---|---|
-    | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) |
-    | 20.. | previous action, one-hot per dimension |
+    <!-- observation: OBSERVATION + BOOT_OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) | 0 | 1 | ``drivers/char/random.c crng_init`` |
+    | 20.. | previous action, one-hot per dimension | 0 | 1 | |
+    <!-- end -->
 
     Kernel-v2 (``phases=True``) then adds the NIC's recent interrupt rate
     and mixes (RandomMix-v1's) and what the hwrng driver could read at the
     step's end (HwrngWait-v1's) and the modprobe CPU's runqueue length
     (Raid6Bench-v2's):
 
-    | index | meaning |
-    |---|---|
-    | 20 | NIC receive interrupts on the qperf CPU in the last step, log10(1 + per ms) / 3 |
-    | 21 | fast-pool mixes in the last step (both hosts) / 4 (capped at 1) |
-    | 22 | ``RNG_STATUS >> 24`` / FIFO depth |
-    | 23 | readers in ``rng_dev_read()`` |
-    | 24 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) |
-    | 25 | time since the last ``RNG_DATA`` read, log10(1 + us) / 7 |
-    | 26 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) |
-    | 27.. | previous action, one-hot per dimension |
+    <!-- observation: OBSERVATION + BOOT_OBSERVATION + PHASE_OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 20 | NIC receive interrupts on the client's qperf CPU in the last step (its round trips x the message's interrupts), log10(1 + per ms) / 3 | 0 | 1 | ``drivers/char/random.c add_interrupt_randomness()`` |
+    | 21 | fast-pool mixes in the last step (both hosts) / 4, capped at 1 | 0 | 1 | ``drivers/char/random.c add_interrupt_randomness()`` |
+    | 22 | ``RNG_STATUS >> 24`` / FIFO depth: words in the FIFO now | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 23 | readers in ``rng_dev_read()`` (the reader's next read(2) has begun) | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 24 | tasks asleep on ``reading_mutex`` / 2 (capped at 1) | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 25 | time since words were last read from ``RNG_DATA``, log10(1 + us) / 7 | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
+    | 26 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) at the step's end: modprobe, the cyclictest thread if woken, the job if running or runnable | 0 | 1 | ``kernel/sched rq->nr_running`` |
+    | 27.. | previous action, one-hot per dimension | 0 | 1 | |
+    <!-- end -->
 
     ## Rewards
 
@@ -247,6 +241,7 @@ class KernelEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -284,11 +279,17 @@ class KernelEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup (-1.0 once modprobe has exited) | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    Kernel-v2 (``phases=True``) info also has ``traffic_phase``,
-    ``reader_phase`` and ``load_phase`` (str): the phase of each part in the
-    step (see RandomMix-v1, HwrngWait-v1, Raid6Bench-v2; at reset: the first
-    step's).
+    With ``phases=True`` (Kernel-v2) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``traffic_phase`` | str | the step's message size (``64 KiB``) or ``pause`` | the first step's |
+    | ``reader_phase`` | str | the reader's phase in the step, ``reader`` or ``idle`` | the first step's (the boot runs in it) |
+    | ``load_phase`` | str | the job's phase in the step, ``job`` or ``off`` | the first step's |
+    <!-- end -->
 
     ## Starting State
 
@@ -402,9 +403,7 @@ class KernelEnv(KenvEnv):
     """
 
     ENV_ID: ClassVar[str] = "kenv/Kernel-v0"
-    ORIGINAL = tuple(_DECISIONS[d].original for d in DIMENSIONS)
-    PRE_PATCH = tuple(_DECISIONS[d].pre_patch for d in DIMENSIONS)
-    PATCHED = tuple(_DECISIONS[d].patched for d in DIMENSIONS)
+    DECISIONS = _DECISIONS
     DEFAULT_SCENARIO = "kernel"
     KERNEL_OPTIONS = ("load_balance", "irq_threads")
     SCENARIO_FIELDS = {
@@ -414,14 +413,32 @@ class KernelEnv(KenvEnv):
         "load": LOADS,
         "cyclictest_interval_us": (1000, 5000, 10000),
     }
-    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
-        ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
-        ("previous tcp_lat regression x 5", 0, 1), ("hwrng reader has had no byte yet", 0, 1),
-        ("previous hwrng throughput", 0, 1), ("previous hwrng spin", 0, 1),
-        ("continuous hog on the modprobe CPU", 0, 1), ("periodic job on the modprobe CPU", 0, 1),
-        ("raid6 benchmark progress", 0, 1), ("previous worst wakeup (log scale)", 0, 1.5),
-        ("previous raid6 window's lost calls", 0, 1), ("crng progress", 0, 1),
-    ]
+    OBSERVATION = KERNEL_CONFIG + (
+        QPERF_CONFIG, QPERF_REGRESSION,
+        HWRNG_NO_BYTE.renamed(("hwrng reader has had no byte yet",), "the hwrng reader has not had a byte yet"),
+        HWRNG_LAST.renamed(("previous hwrng throughput", "previous hwrng spin"),
+                           ("previous hwrng throughput component (capped at 1, as HwrngWait's row 10)",
+                            "previous hwrng spin component (capped at 1)")),
+        RAID6_LOAD.renamed(("continuous hog on the modprobe CPU", "periodic job on the modprobe CPU"),
+                           ("a continuous hog on the modprobe CPU", "a periodic job on the modprobe CPU")),
+        RAID6_PROGRESS.renamed(("raid6 benchmark progress", "previous worst wakeup (log scale)",
+                                "previous raid6 window's lost calls"),
+                               ("raid6 benchmark progress: windows / 18",
+                                "previous worst cyclictest wakeup, log10(1 + us) / 6 (up to 1.5)",
+                                "share of the previous raid6 window's calls lost")),
+        CRNG_PROGRESS,
+    )
+    #: added with ``boot_states=True`` (Kernel-v1)
+    BOOT_OBSERVATION = (CRNG_INIT,)
+    #: added with ``phases=True`` (Kernel-v2)
+    PHASE_OBSERVATION = (QPERF_STATE, HWRNG_STATE, RAID6_STATE)
+    INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HWRNG + RAID6
+            + (POOL[0], POOL[1].with_meaning("bits credited to the shared input pool so far"), POOL[2], BITS_CREDITED)
+            + kernel_reports("both qperf hosts", "this machine") + QPERF_STEP + HWRNG_STEP
+            + (WORST_WAKEUP.with_meaning("the step's worst cyclictest wakeup (-1.0 once modprobe has exited)"),
+               WINDOW, STEP_SIM))
+    PHASE_INFO = (TRAFFIC_PHASE, READER_PHASE, LOAD_PHASE)
+    PREVIOUS_ACTION = "previous action, one-hot per dimension"
 
     def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):
         if type(boot_states) is not bool:
@@ -432,86 +449,20 @@ class KernelEnv(KenvEnv):
             # (scenario field ``start``) and the crng state in the observation
             self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/Kernel-v1", "kernel-v1"
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, "start": START}
-            self.OBS_ROWS = self.OBS_ROWS + list(CRNG_ROWS)
+            self.OBSERVATION = self.OBSERVATION + self.BOOT_OBSERVATION
         if phases is True and not boot_states:
             raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/Kernel-v2: "
                               "Kernel-v1's starting states and observation, with phased workloads)")
         # phases=True (issue #31): the hwrng reader comes and goes (scenario
         # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
-        # observation carries what the hwrng driver could read (STATE_ROWS)
+        # observation carries what the hwrng driver could read (PHASE_OBSERVATION)
         self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2",
                          {"traffic_phases": tuple(TRAFFIC_SCHEDULES), "reader_phases": tuple(READER_SCHEDULES),
                           "load_phases": tuple(LOAD_SCHEDULES)},
-                         QPERF_STATE_ROWS + STATE_ROWS + RAID6_STATE_ROWS)
+                         self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
         self._init_kwargs["phases"] = self.phases
-
-    # ------------------------------------------------ a MultiDiscrete action
-    def _check_actions(self, actions: Mapping[str, Sequence[str]] | None) -> tuple:
-        if actions is None:
-            actions = {}
-        if not isinstance(actions, Mapping):
-            raise ConfigError("actions", actions, f"a mapping with keys {', '.join(DIMENSIONS)}")
-        unknown = set(actions) - set(DIMENSIONS)
-        if unknown:
-            raise ConfigError(f"actions.{sorted(unknown)[0]}", sorted(unknown)[0], ", ".join(DIMENSIONS))
-        out = [_DECISIONS[d].check(actions.get(d)) for d in DIMENSIONS]
-        self._waits = tuple(parse_wait(w) for w in out[1])
-        self._nvec = tuple(len(names) for names in out)    # (_action_index's fast path)
-        return tuple(out)
-
-    def _make_action_space(self) -> spaces.Space:
-        return spaces.MultiDiscrete([len(a) for a in self.actions])
-
-    def observation_rows(self, actions) -> list[tuple[str, float, float]]:
-        rows = list(self.OBS_ROWS)
-        for d, names in zip(DIMENSIONS, actions):
-            rows += [(f"previous {d} == {a}", 0.0, 1.0) for a in names]
-        return rows
-
-    def _build_prev_action_features(self) -> list[float]:
-        out: list[float] = []
-        for i, names in enumerate(self.actions):
-            out += one_hot(-1 if self._last_action is None else self._last_action[i], len(names))
-        return out
-
-    def _action_index(self, action: Any) -> tuple[int, ...]:
-        if type(action) is np.ndarray and action.shape == (3,) and action.dtype.kind in "iu":
-            idx = tuple(action.tolist())        # the common case, fast
-            a, b, c = idx
-            na, nb, nc = self._nvec
-            if 0 <= a < na and 0 <= b < nb and 0 <= c < nc:
-                return idx
-        allowed = "an integer array of shape (3,) with entries in " + ", ".join(
-            f"0..{len(a) - 1}" for a in self.actions)
-        if isinstance(action, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in action):
-            raise ConfigError("action", action, allowed)   # (numpy reads [True, 0, 0] as integers)
-        try:
-            v = np.asarray(action)
-        except Exception:  # noqa: BLE001 - anything numpy cannot read is a bad action
-            raise ConfigError("action", action, allowed) from None
-        if v.shape != (len(DIMENSIONS),) or not np.issubdtype(v.dtype, np.integer):
-            raise ConfigError("action", action, allowed)
-        idx = tuple(int(x) for x in v)
-        if not all(0 <= i < len(names) for i, names in zip(idx, self.actions)):
-            raise ConfigError("action", action, allowed)
-        return idx
-
-    def _index_label(self, index: tuple) -> str:
-        return "|".join(names[i] for i, names in zip(index, self.actions))
-
-    def action_for(self, choice: tuple, baseline: str = "") -> np.ndarray:
-        out = []
-        for d, c, names in zip(DIMENSIONS, choice, self.actions):
-            if c not in names:
-                raise ConfigError(f"baseline {baseline} ({d})".strip(), c,
-                                  f"a choice in this env's {d} set ({', '.join(names)})")
-            out.append(names.index(c))
-        return np.array(out, dtype=np.int64)
-
-    def _episode_action(self, index: tuple) -> tuple:
-        return (self.actions[0][index[0]], self._waits[index[1]], self.actions[2][index[2]])
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
         # With load balancing the fast-forwards decline everything: a skipped
@@ -521,5 +472,5 @@ class KernelEnv(KenvEnv):
         # (With the interrupt threads on rt, _KernelEpisode turns the hwrng one
         # off; the qperf one replays only steady round trips there.)
         ff = None if self.load_balance else self.ff_memory
-        return _KernelEpisode(scenario, rng, ff, crng_obs=self.boot_states, load_balance=self.load_balance,
+        return _KernelEpisode(scenario, rng, ff, load_balance=self.load_balance,
                               irq_threads=self.irq_threads, phase_rng=self._phase_rng)

@@ -13,8 +13,12 @@ from ..kernel.jiffies import ALLOWED_HZ
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.phases import LOAD_SCHEDULES, PhaseSchedule
-from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, STATE_ROWS, Raid6Subsystem
-from .base import KERNEL_CONFIG_ROWS, KenvEnv, kernel_config_features, one_hot
+from ..subsystems.raid6 import BENCHMARK_MODE, LOADS, Raid6Subsystem
+from .base import KenvEnv
+from .info import (
+    LOAD_PHASE, MACHINE, RAID6, SHELL, SIM_TIME, STEP_SIM, WINDOW, WORST_WAKEUP, Info, kernel_reports,
+)
+from .observation import KERNEL_CONFIG, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE, Obs, platform_one_hot
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
 #: a step never simulates more than this (guards against a stuck scenario)
@@ -43,13 +47,10 @@ class _Raid6Episode:
                                  interval_us=int(scenario["cyclictest_interval_us"]), t0=t0,
                                  schedule=None if phase_rng is None
                                  else PhaseSchedule(scenario["load_phases"], phase_rng, LOAD_SCHEDULES))
-        self.phased = phase_rng is not None
         # a step ends with its benchmark window (the engine runs only inside steps)
         self.r6.on_progress = k.engine.request_stop
         self._kernels = (k,)
-        # the entries of the observation and info that an episode never changes
-        self._obs_head = (kernel_config_features(self.preempt, hz)
-                          + one_hot(PLATFORMS.index(plat.name), len(PLATFORMS)))
+        # the entries of info that an episode never changes
         self._info_head = {"platform": plat.name, "preempt": self.preempt, "hz": hz, "kernel": kernel}
 
     @property
@@ -70,13 +71,6 @@ class _Raid6Episode:
         m["terminated"] = r6.done
         m["raw"]["step_sim_s"] = (k.now - t_start) / NSEC_PER_SEC
         return m
-
-    def observation(self) -> list[float]:
-        r6 = self.r6.observation()
-        obs = self._obs_head + r6[:2] + [float(self.kernel_version == "5.17")] + r6[2:]
-        if self.phased:
-            obs += self.r6.state_observation()
-        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.r6.info(),
@@ -116,25 +110,32 @@ class Raid6BenchEnv(KenvEnv):
 
     ## Observation Space
 
-    ``Box(float32)``; entries in [0, 1]:
+    ``Box(float32)``:
 
-    | index | meaning |
-    |---|---|
-    | 0-3 | preemption model one-hot: none, voluntary, full, rt |
-    | 4 | HZ / 1000 |
-    | 5-6 | platform one-hot: x86-avx512-32, x86-avx2 |
-    | 7 | a continuous CPU hog is pinned to the benchmarking CPU |
-    | 8 | a periodic job (20 ms every 50 ms) is pinned to it |
-    | 9 | raid6_choose_gen() of v5.17 (else v5.16) |
-    | 10 | benchmark progress: windows done / 18 |
-    | 11 | previous step's worst cyclictest wakeup, log10(1 + us) / 6 |
-    | 12 | share of the previous window's calls lost to preemption |
-    | 13.. | previous action one-hot (all zero after reset) |
+    <!-- observation: OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
+    | 4 | HZ / 1000 | 0.1 | 1 | ``CONFIG_HZ`` |
+    | 5-6 | platform one-hot: x86-avx512-32, x86-avx2 | 0 | 1 | |
+    | 7 | a continuous CPU hog is pinned to the benchmarking CPU | 0 | 1 | |
+    | 8 | a periodic job (20 ms every 50 ms) is pinned to it | 0 | 1 | |
+    | 9 | raid6_choose_gen() of v5.17 (else v5.16) | 0 | 1 | ``lib/raid6/algos.c`` |
+    | 10 | benchmark progress: windows done / 18 | 0 | 1 | ``lib/raid6/algos.c raid6_choose_gen(); cyclictest`` |
+    | 11 | previous step's worst cyclictest wakeup, log10(1 + us) / 6 (up to 1.5) | 0 | 1.5 | ``lib/raid6/algos.c raid6_choose_gen(); cyclictest`` |
+    | 12 | share of the previous window's calls lost to preemption | 0 | 1 | ``lib/raid6/algos.c raid6_choose_gen(); cyclictest`` |
+    | 13.. | previous action one-hot (all zero after reset) | 0 | 1 | |
+    <!-- end -->
 
-    With ``phases=True`` (Raid6Bench-v2) entry 13 is the runqueue length of
-    the CPU modprobe runs on / 4 (capped at 1) at the step's end: modprobe,
-    the cyclictest thread if woken, the job if running or runnable; the
-    previous action moves to 14..
+    With ``phases=True`` (Raid6Bench-v2) the CPU's runqueue comes before the
+    previous action:
+
+    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 13 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) at the step's end: modprobe, the cyclictest thread if woken, the job if running or runnable | 0 | 1 | ``kernel/sched rq->nr_running`` |
+    | 14.. | previous action one-hot (all zero after reset) | 0 | 1 | |
+    <!-- end -->
 
     ## Rewards
 
@@ -153,6 +154,7 @@ class Raid6BenchEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -177,9 +179,15 @@ class Raid6BenchEnv(KenvEnv):
     | ``worst_wakeup_us`` | float | the step's worst cyclictest wakeup | -1.0 |
     | ``window`` | dict | the benchmark window that ended in the step: ``algo``, ``kind`` (gen/xor) str; ``perf``, ``mb_s`` int; ``lost_fraction`` float | ``""``, ``""``, -1, -1, -1.0 (also in a step without a window) |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    With ``phases=True`` info also has ``load_phase`` (str): the job's phase
-    in the step, ``job`` or ``off`` (at reset: the first step's).
+    With ``phases=True`` (Raid6Bench-v2) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``load_phase`` | str | the job's phase in the step, ``job`` or ``off`` | the first step's |
+    <!-- end -->
 
     ## Starting State
 
@@ -262,19 +270,24 @@ class Raid6BenchEnv(KenvEnv):
         "load": LOADS,
         "cyclictest_interval_us": (100, 250, 500, 1000, 2000, 5000, 10000),
     }
-    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
-        ("platform == x86-avx512-32", 0, 1), ("platform == x86-avx2", 0, 1),
-        ("continuous hog on the benchmark CPU", 0, 1), ("periodic job on the benchmark CPU", 0, 1),
-        ("kernel v5.17 behaviour", 0, 1), ("benchmark progress", 0, 1),
-        ("previous worst wakeup (log scale)", 0, 1.5), ("previous window's lost calls", 0, 1),
-    ]
+    OBSERVATION = KERNEL_CONFIG + (
+        platform_one_hot(PLATFORMS), RAID6_LOAD,
+        Obs(("kernel v5.17 behaviour",), "raid6_choose_gen() of v5.17 (else v5.16)",
+            lambda ep: [float(ep.kernel_version == "5.17")], source="lib/raid6/algos.c", fixed=True),
+        RAID6_PROGRESS,
+    )
+    #: added with ``phases=True`` (Raid6Bench-v2)
+    PHASE_OBSERVATION = (RAID6_STATE,)
+    INFO = (SHELL + MACHINE + (Info(("kernel",), (str,), "raid6_choose_gen() version (resolved)"), SIM_TIME) + RAID6
+            + kernel_reports() + (WORST_WAKEUP, WINDOW, STEP_SIM))
+    PHASE_INFO = (LOAD_PHASE,)
 
     def __init__(self, *, phases: bool = False, **kwargs):
         # phases=True: the background job starts and stops (scenario field
         # ``load_phases``, mix configs/scenarios/raid6-v2.yaml) and the
         # observation carries the benchmarking CPU's runqueue length
         self._use_phases(phases, "kenv/Raid6Bench-v2", "raid6-v2", {"load_phases": tuple(LOAD_SCHEDULES)},
-                         STATE_ROWS)
+                         self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
 

@@ -8,8 +8,12 @@ import numpy as np
 
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.phases import TRAFFIC_SCHEDULES, PhaseSchedule
-from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, STATE_ROWS, QperfSubsystem, resolve_machine
-from .base import KERNEL_CONFIG_ROWS, FastForwardMemory, KenvEnv, kernel_config_features
+from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
+from .base import FastForwardMemory, KenvEnv
+from .info import (
+    BITS_CREDITED, HOSTS_POOL, MACHINE, MSG_SIZE, QPERF_STEP, SHELL, SIM_TIME, STEP_SIM, TRAFFIC_PHASE, kernel_reports,
+)
+from .observation import KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION, QPERF_STATE, Obs
 
 
 class _RandomMixEpisode:
@@ -23,12 +27,9 @@ class _RandomMixEpisode:
                                 learned=ff and ff.qperf, irq_threads=irq_threads,
                                 schedule=None if phase_rng is None
                                 else PhaseSchedule(scenario["traffic_phases"], phase_rng, TRAFFIC_SCHEDULES))
-        self.phased = phase_rng is not None
         self.last_bug = 0.0
-        self._bits = self.q.bits()   # bits credited on both hosts so far (the simulation runs in step())
-        # the entries of the observation and info that an episode never changes
-        self._obs_head = (kernel_config_features(self.preempt, self.hz)
-                          + self.q.config_features())
+        self.bits = self.q.bits()   # bits credited on both hosts so far (the simulation runs in step())
+        # the entries of info that an episode never changes
         self._info_head = {"platform": self.plat.name, "preempt": self.preempt, "hz": self.hz}
 
     @property
@@ -36,22 +37,15 @@ class _RandomMixEpisode:
         return self.q.wl.engine.now / NSEC_PER_SEC
 
     def step(self, deferral: str) -> dict:
-        bits0, bugs0, t0 = self._bits, self.q.bugs(), self.q.wl.engine.now
+        bits0, bugs0, t0 = self.bits, self.q.bugs(), self.q.wl.engine.now
         m = self.q.step(deferral)
         n_hosts = len(self.q.randoms)
-        self._bits = self.q.bits()
-        bits, bugs = self._bits - bits0, self.q.bugs() - bugs0
+        self.bits = self.q.bits()
+        bits, bugs = self.bits - bits0, self.q.bugs() - bugs0
         self.last_bug = float(bugs > 0)
         m.update(entropy=bits / (256.0 * n_hosts), bug=float(bugs), terminated=bugs > 0)
         m["raw"].update(bits_credited=bits, step_sim_s=(self.q.wl.engine.now - t0) / NSEC_PER_SEC)
         return m
-
-    def observation(self) -> list[float]:
-        n_hosts = len(self.q.randoms)
-        obs = self._obs_head + [self.q.last, min(1.0, self._bits / (256.0 * n_hosts)), self.last_bug]
-        if self.phased:
-            obs += self.q.state_observation()
-        return obs
 
     def info(self) -> dict:
         return {**self._info_head, "sim_time_s": self.now_s, **self.q.info()}
@@ -87,24 +81,29 @@ class RandomMixEnv(KenvEnv):
 
     ``Box(float32)``:
 
-    | index | meaning | min | max |
-    |---|---|---|---|
-    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 |
-    | 4 | HZ / 1000 | 0 | 1 |
-    | 5 | log2(msg_size / 4 KiB) / 8 | 0 | 1 |
-    | 6 | mix threshold is 64 (before 534d2eaf1970) | 0 | 1 |
-    | 7 | previous step's tcp_lat regression x 5 (capped at 1) | 0 | 1 |
-    | 8 | crng progress: credited bits / 256, mean over both hosts | 0 | 1 |
-    | 9 | the previous step hit a kernel BUG | 0 | 1 |
-    | 10.. | previous action one-hot (all zero after reset) | 0 | 1 |
+    <!-- observation: OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
+    | 4 | HZ / 1000 | 0.1 | 1 | ``CONFIG_HZ`` |
+    | 5 | log2(msg_size / 4 KiB) / 8 | 0 | 1 | |
+    | 6 | mix threshold is 64 (before 534d2eaf1970) | 0 | 1 | |
+    | 7 | previous step's tcp_lat regression x 5 (capped at 1) | 0 | 1 | |
+    | 8 | crng progress: credited bits / 256, mean over both hosts | 0 | 1 | ``drivers/char/random.c input_pool.init_bits`` |
+    | 9 | the previous step hit a kernel BUG | 0 | 1 | ``BUG: sleeping function called from invalid context`` |
+    | 10.. | previous action one-hot (all zero after reset) | 0 | 1 | |
+    <!-- end -->
 
-    With ``phases=True`` (RandomMix-v1) before the previous action (10..
-    moves to 12..):
+    With ``phases=True`` (RandomMix-v1) the interrupt rate and the mixes come
+    before the previous action:
 
-    | index | meaning | min | max |
-    |---|---|---|---|
-    | 10 | NIC receive interrupts on the client's qperf CPU in the last step (its round trips x the message's interrupts), log10(1 + per ms) / 3 | 0 | 1 |
-    | 11 | fast-pool mixes in the last step (both hosts) / 4, capped at 1 | 0 | 1 |
+    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
+    | index | meaning | min | max | kernel source |
+    |---|---|---|---|---|
+    | 10 | NIC receive interrupts on the client's qperf CPU in the last step (its round trips x the message's interrupts), log10(1 + per ms) / 3 | 0 | 1 | ``drivers/char/random.c add_interrupt_randomness()`` |
+    | 11 | fast-pool mixes in the last step (both hosts) / 4, capped at 1 | 0 | 1 | ``drivers/char/random.c add_interrupt_randomness()`` |
+    | 12.. | previous action one-hot (all zero after reset) | 0 | 1 | |
+    <!-- end -->
 
     ``fast_pool.count`` itself is not observed: the simulator counts a
     message's interrupts in bulk, so at a step's end it is not the value
@@ -126,6 +125,7 @@ class RandomMixEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
+    <!-- info: INFO -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -149,9 +149,15 @@ class RandomMixEnv(KenvEnv):
     | ``round_trips`` | int | qperf round trips completed in the step | 0 |
     | ``mixes`` | int | fast-pool mixes in the step (both hosts) | 0 |
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
+    <!-- end -->
 
-    With ``phases=True`` info also has ``traffic_phase`` (str): the step's
-    message size (``64 KiB``) or ``pause`` (at reset: the first step's).
+    With ``phases=True`` (RandomMix-v1) info also has:
+
+    <!-- info: PHASE_INFO -->
+    | key | type | meaning | at reset |
+    |---|---|---|---|
+    | ``traffic_phase`` | str | the step's message size (``64 KiB``) or ``pause`` | the first step's |
+    <!-- end -->
 
     ## Starting State
 
@@ -231,17 +237,27 @@ class RandomMixEnv(KenvEnv):
     DEFAULT_SCENARIO = "randommix"
     SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
     KERNEL_OPTIONS = ("irq_threads",)
-    OBS_ROWS = list(KERNEL_CONFIG_ROWS) + [
-        ("log2(msg_size / 4K) / 8", 0, 1), ("threshold == 64", 0, 1),
-        ("previous tcp_lat regression x 5", 0, 1), ("crng progress", 0, 1), ("previous step BUG", 0, 1),
-    ]
+    OBSERVATION = KERNEL_CONFIG + (
+        QPERF_CONFIG, QPERF_REGRESSION,
+        Obs(("crng progress",), "crng progress: credited bits / 256, mean over both hosts",
+            lambda ep: [min(1.0, ep.bits / (256.0 * len(ep.q.randoms)))],
+            source="drivers/char/random.c input_pool.init_bits"),
+        Obs(("previous step BUG",), "the previous step hit a kernel BUG", lambda ep: [ep.last_bug],
+            source="BUG: sleeping function called from invalid context"),
+    )
+    #: added with ``phases=True`` (RandomMix-v1)
+    PHASE_OBSERVATION = (QPERF_STATE,)
+    INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HOSTS_POOL
+            + (BITS_CREDITED.with_meaning("bits credited on both hosts in the step"),)
+            + kernel_reports("client and server", "client and server") + QPERF_STEP + (STEP_SIM,))
+    PHASE_INFO = (TRAFFIC_PHASE,)
 
     def __init__(self, *, phases: bool = False, **kwargs):
         # phases=True: qperf's traffic changes size or pauses (scenario field
         # ``traffic_phases``, mix configs/scenarios/randommix-v1.yaml) and the
         # observation carries the interrupt rate and the fast pool's state
         self._use_phases(phases, "kenv/RandomMix-v1", "randommix-v1",
-                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES)}, STATE_ROWS)
+                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES)}, self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
 

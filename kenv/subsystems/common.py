@@ -28,6 +28,8 @@ class Decision:
     #: the canonical spelling of a choice, or a ConfigError (None: the names
     #: above, spelled as they are)
     spell: Callable[[Any], str] | None = None
+    #: what the simulated kernel takes for a choice (None: its name)
+    parse: Callable[[str], Any] | None = None
 
     def check(self, actions: Sequence[str] | None) -> tuple[str, ...]:
         """The action names (kenv.schema.check_action_names): the default
@@ -35,6 +37,10 @@ class Decision:
         if actions is None:
             return self.default
         return check_action_names(actions, self.normalise, allowed=", ".join(self.default + self.extended))
+
+    def kernel_form(self, name: str) -> Any:
+        """What the simulation takes for the choice ``name``."""
+        return name if self.parse is None else self.parse(name)
 
     def normalise(self, a: Any) -> str:
         """The canonical spelling of action name ``a``, or a ConfigError."""

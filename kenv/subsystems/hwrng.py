@@ -26,16 +26,9 @@ def _wait_name(a) -> str:
 #: ``usleep_range(MIN,MAX)``); <= 6.0 spun, 6.1 slept a second, the patch yields
 WAIT = Decision(default=("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield"), extended=(),
                 original="cpu_relax", pre_patch="hwrng_msleep(1000)", patched="hwrng_yield",
-                spell=_wait_name)
+                spell=_wait_name, parse=parse_wait)
 #: the reader of /dev/hwrng (an rngd-like loop of read(2) calls)
 READER_COMM = "rngd"
-#: the observation rows of :meth:`HwrngSubsystem.state_observation` (``phases=True``)
-STATE_ROWS = (("RNG_STATUS >> 24 / FIFO depth", 0, 1), ("readers in rng_dev_read()", 0, 1),
-              ("tasks waiting on reading_mutex / 2", 0, 1),
-              ("time since the last RNG_DATA read, log10(1 + us) / 7", 0, 1))
-#: the crng state one-hot (drivers/char/random.c ``crng_init``)
-CRNG_ROWS = (("crng_init == CRNG_EMPTY", 0, 1), ("crng_init == CRNG_EARLY", 0, 1),
-             ("crng_init == CRNG_READY", 0, 1))
 
 
 class HwrngSubsystem:
@@ -180,16 +173,9 @@ class HwrngSubsystem:
     #: the step-only info entries before the first step (reset's info)
     RAW_AT_RESET = {"hwrng_bytes": 0, "hwrng_bytes_per_s": NO_VALUE, "spin_cpu_s": 0.0}
 
-    def observation(self) -> list[float]:
-        """[the reader has not had a byte yet, previous throughput, previous spin].
-
-        Only what a reader can know: not whether the generator is warming up or
-        silent (the driver cannot see that either, it polls RNG_STATUS)."""
-        return [float(self.reader_bytes == 0)] + self.last
-
     def state_observation(self) -> list[float]:
-        """What a driver could read at the step's end (the rows of
-        :data:`STATE_ROWS`): ``RNG_STATUS >> 24`` over the FIFO depth, readers
+        """What a driver could read at the step's end (kenv.envs.observation.HWRNG_STATE):
+        ``RNG_STATUS >> 24`` over the FIFO depth, readers
         in ``rng_dev_read()``, tasks asleep on ``reading_mutex`` (/ 2), and the
         time since words were last read from ``RNG_DATA`` (log10(1 + us) / 7:
         10 s -> 1).  All zero before the probe."""

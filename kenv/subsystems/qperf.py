@@ -27,9 +27,6 @@ DEFERRAL = Decision(default=("workqueue", "timer"), extended=("schedule_work", "
 
 #: how many steps ahead a traffic schedule is looked at (QperfSubsystem._next_change)
 LOOKAHEAD = 64
-#: the observation rows of :meth:`QperfSubsystem.state_observation` (``phases=True``)
-STATE_ROWS = (("NIC interrupts on the qperf CPU last step, log10(1 + per ms) / 3", 0, 1),
-              ("fast-pool mixes last step / 4", 0, 1))
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
@@ -164,7 +161,7 @@ class QperfSubsystem:
         return rts * len(self.wl.pairs[0].irq_arrivals()) if rts else 0
 
     def state_observation(self) -> list[float]:
-        """The rows of :data:`STATE_ROWS` (``phases=True``): the last step's
+        """kenv.envs.observation.QPERF_STATE (``phases=True``): the last step's
         receive interrupts on the client's qperf CPU, log10(1 + per ms) / 3
         (1000 per ms -> 1), and its fast-pool mixes (both hosts) / 4, capped
         at 1.  (Not ``fast_pool.count``: the simulator counts a message's

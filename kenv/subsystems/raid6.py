@@ -22,8 +22,6 @@ BENCHMARK_MODE = Decision(default=("preempt_disable", "migrate_disable"),
 #: the background load on the benchmarking CPU (kenv.workloads.load)
 LOADS = ("none", "continuous", "20/50")
 
-#: the observation rows of :meth:`Raid6Subsystem.state_observation` (``phases=True``)
-STATE_ROWS = (("runqueue length of the modprobe CPU / 4", 0, 1),)
 #: windows in the longest benchmark (v5.16, AVX-512: 9 gen + 9 xor), for the progress entry
 MAX_WINDOWS = 18
 #: ``info["window"]`` of a step in which no benchmark window ended (and of reset)
@@ -185,14 +183,18 @@ class Raid6Subsystem:
         """The step-only info entries before the first step (and of a step without raid6)."""
         return {"worst_wakeup_us": NO_VALUE, "window": dict(NO_WINDOW)}
 
-    def observation(self) -> list[float]:
+    def load_observation(self) -> list[float]:
+        """[a continuous hog on the benchmarking CPU, a periodic job on it]."""
         return [float(self.load is not None and self.load.continuous),
-                float(self.load is not None and not self.load.continuous),
-                min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS)] + self.last
+                float(self.load is not None and not self.load.continuous)]
+
+    def progress_observation(self) -> list[float]:
+        """[windows done / MAX_WINDOWS, the previous step's worst wakeup, its window's lost calls]."""
+        return [min(1.0, len(self.mp.sel.windows) / MAX_WINDOWS)] + self.last
 
     def state_observation(self) -> list[float]:
-        """[the benchmarking CPU's runqueue length / 4 (capped at 1)]: the
-        rows of :data:`STATE_ROWS` (``phases=True``)."""
+        """[the benchmarking CPU's runqueue length / 4 (capped at 1)] (``phases=True``;
+        kenv.envs.observation.RAID6_STATE)."""
         return [min(1.0, self.k.cpus[self.mp.task.cpu if self.mp.task is not None else self.cpu].nr_running / 4)]
 
     def info(self) -> dict:
