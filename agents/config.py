@@ -29,7 +29,7 @@ import numpy as np
 from kenv.envs.config import load_yaml, packaged_names
 from kenv.envs.registration import check_env_id
 from kenv.schema import MAX_TRAIN_SEED
-from kenv.errors import ConfigError
+from kenv.errors import ConfigError, about
 from kenv.schema import yaml_number_hint
 
 #: Zoo keys that kenv train does not implement
@@ -152,7 +152,8 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
     ``algo`` defaults to the file's name (``ppo.yaml`` -> ``ppo``), as in the Zoo.
     ``env_id`` may be omitted when the file has a single block.
     """
-    data, label = read_config_file(config)
+    with about("config"):
+        data, label = read_config_file(config)
     if algo is None:
         stem = os.path.splitext(os.path.basename(os.fspath(config)))[0].lower()
         if stem not in ALGO_NAMES:
@@ -169,9 +170,12 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
         env_id = blocks[0]
     check_env_id(env_id)
     _check_algo_space(algo, env_id, {})
-    if env_id not in data:
-        raise ConfigError(f"{label}: env", env_id, "an env id with a block in this file: " + ", ".join(blocks))
-    return validate_block(data[env_id], env_id, algo, label)
+    with about("config"):   # (the file's errors name the file and a key in it)
+        if env_id not in data:
+            raise ConfigError(f"{label}: env", env_id, "an env id with a block in this file: " + ", ".join(blocks))
+        cfg = validate_block(data[env_id], env_id, algo, label)
+    _check_algo_space(algo, env_id, cfg.env_kwargs)
+    return cfg
 
 
 def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfig:
@@ -225,7 +229,6 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
                           f"a wrapper and arguments that fit {env_id} ({type(e).__name__}: {e})") from None
     finally:
         env.close()
-    _check_algo_space(algo, env_id, env_kwargs)
     return cfg
 
 

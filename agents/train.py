@@ -101,7 +101,7 @@ from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import TypedDict   # (pydantic reads typing's only from Python 3.12)
 
 import kenv
-from kenv.errors import ConfigError
+from kenv.errors import ConfigError, about
 from kenv.schema import check_seed, validate
 
 # The public names below were all defined in this module before it was split along RL
@@ -310,7 +310,7 @@ def train(args: TrainArgs, cfg: TrainConfig | None = None, log: Callable[[str], 
     seed = check_seed(args.seed, "--seed", train=True)
     run_dir = args.out or default_out_dir(cfg.env_id, cfg.algo, seed)
     make_out_dir(run_dir, "--out")
-    with DirLock(run_dir, "--out"):
+    with DirLock(run_dir, "--out"), about("out"):   # (the run dir's own files: damaged, unwritable)
         return _train_locked(args, cfg, seed, run_dir, log)
 
 
@@ -362,7 +362,8 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         log(note)
     if model is None:
         try:
-            model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
+            with about("config"):   # (hyperparameters the algorithm refuses)
+                model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
         except ConfigError:
             if not existing:   # (a new run the algorithm refuses: a rerun with the config fixed is a new run too)
                 remove_new_run(run_dir)
