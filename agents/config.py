@@ -20,16 +20,20 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping
 
 import gymnasium as gym
 import numpy as np
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
+                      create_model, field_validator)
+from pydantic_core import PydanticCustomError
 
 from kenv.envs.config import load_yaml, packaged_names
 from kenv.envs.registration import check_env_id
 from kenv.schema import MAX_TRAIN_SEED
-from kenv.errors import ConfigError
+from kenv.errors import ConfigError, about
 from kenv.schema import yaml_number_hint
 
 #: Zoo keys that kenv train does not implement
@@ -152,7 +156,8 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
     ``algo`` defaults to the file's name (``ppo.yaml`` -> ``ppo``), as in the Zoo.
     ``env_id`` may be omitted when the file has a single block.
     """
-    data, label = read_config_file(config)
+    with about("config"):
+        data, label = read_config_file(config)
     if algo is None:
         stem = os.path.splitext(os.path.basename(os.fspath(config)))[0].lower()
         if stem not in ALGO_NAMES:
@@ -169,44 +174,179 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
         env_id = blocks[0]
     check_env_id(env_id)
     _check_algo_space(algo, env_id, {})
-    if env_id not in data:
-        raise ConfigError(f"{label}: env", env_id, "an env id with a block in this file: " + ", ".join(blocks))
-    return validate_block(data[env_id], env_id, algo, label)
+    with about("config"):   # (the file's errors name the file and a key in it)
+        if env_id not in data:
+            raise ConfigError(f"{label}: env", env_id, "an env id with a block in this file: " + ", ".join(blocks))
+        cfg = validate_block(data[env_id], env_id, algo, label)
+    _check_algo_space(algo, env_id, cfg.env_kwargs)
+    return cfg
+
+
+# ----------------------------------------------------------------------- the block
+def _integral(v: float) -> int:
+    if v != int(v):
+        raise PydanticCustomError("integer", "an integer")
+    return int(v)
+
+
+def _number(integer: bool = False, lo: float | None = None, hi: float | None = None, positive: bool = False) -> Any:
+    """A number from YAML: an int, or a float (integral where an integer is asked: ``1.0e+5``)
+    of magnitude at most MAX_HYPERPARAMETER; bools and strings are not numbers."""
+    bounds = {"gt" if positive else "ge": lo if lo is not None else -MAX_HYPERPARAMETER,
+              "le": hi if hi is not None else MAX_HYPERPARAMETER}
+    t = Annotated[float, Field(strict=True, allow_inf_nan=False, **bounds)]
+    return Annotated[t, AfterValidator(_integral)] if integer else t
+
+
+def _range(key: str, integer: bool) -> str:
+    lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
+    return (("an integer" if integer else "a number")
+            + (f" > {lo}" if key in POSITIVE else f" >= {lo}" if lo is not None and hi is None else "")
+            + (f" in {lo}..{hi}" if lo is not None and hi is not None else ""))
+
+
+def _schedule(number: Any) -> Any:
+    """``lin_<v>`` (the Zoo's linear schedule from v down to 0), v a ``number``."""
+    adapter = TypeAdapter(number)
+
+    def check(v: str) -> str:
+        head, _, tail = v.partition("_")
+        try:
+            adapter.validate_python(float(tail))
+        except (ValueError, ValidationError):
+            raise PydanticCustomError("schedule", "lin_<number>") from None
+        if head != "lin":
+            raise PydanticCustomError("schedule", "lin_<number>")
+        return v
+    return Annotated[str, Field(strict=True), AfterValidator(check)]
+
+
+def _not_set(v: Any) -> Any:
+    raise PydanticCustomError("class", "a class")
+
+
+def _plain(v: Any, info: ValidationInfo) -> Any:
+    """Plain data (:func:`_check_data`), named by the block's key on error."""
+    return _check_data(f"{info.context['where']}.{info.field_name}", v)
+
+
+def _argument_field(key: str, param: inspect.Parameter) -> tuple[Any, Any]:
+    """The field of an algorithm's constructor argument ``key`` in a config block, from its
+    annotation (bool, int, float, schedule, mapping; classes cannot be set from a file) and
+    :data:`HYPERPARAMETER_RANGES`; its description says what fits."""
+    ann = str(param.annotation)
+    optional = "None" in ann
+    lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
+    if key == "policy_kwargs":   # (parsed by the block's validator)
+        t, what, optional = str | dict, "a 'dict(...)' string (RL Zoo) or a mapping", False
+    elif ann.startswith("type["):
+        t, optional = Annotated[Any, AfterValidator(_not_set)], False
+        what = "not set from a config file (a class; kenv train uses SB3's default)"
+    elif ann.startswith("dict"):
+        t, what = Annotated[dict, Field(strict=True), AfterValidator(_plain)], "a mapping"
+    elif ann == str(bool):
+        t, what = Annotated[bool, Field(strict=True)], "true or false"
+    elif ann == str(int) or ann.startswith("int |"):
+        t, what = _number(True, lo, hi, key in POSITIVE), _range(key, True)
+        if ann.startswith("int | tuple"):   # train_freq: [4, step]
+            t, what = t | tuple[t, Literal["step", "episode"]], what + " or [<integer>, step|episode]"
+    elif "float" in ann:
+        t, what = _number(False, lo, hi, key in POSITIVE), _range(key, False)
+        if "Callable" in ann:
+            t, what = t | _schedule(t), what + " or 'lin_<number>' (a linear schedule, as in RL Zoo)"
+    else:
+        t, what = Annotated[Any, AfterValidator(_plain)], "plain data: numbers, strings, true/false, null, lists, mappings"
+    return (t | None if optional else t), Field(None, description=what)
+
+
+#: n_timesteps of a block (and kenv train's --n-timesteps)
+Timesteps = _number(True, 1, MAX_TIMESTEPS)
+
+
+class ZooBlock(BaseModel):
+    """The keys of a block of an RL-Zoo training config that kenv train reads itself;
+    :func:`block_model` adds the algorithm's constructor arguments.  Validated with the
+    context ``{"where": "<file>: <env id>"}`` (the validators' errors name it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    n_timesteps: Annotated[Timesteps, Field(description=f"an integer >= 1, at most {MAX_TIMESTEPS}")]
+    n_envs: Annotated[_number(True, 1, MAX_ENVS), Field(description=f"an integer >= 1, at most {MAX_ENVS}")] = 1
+    policy: str = "MlpPolicy"
+    env_kwargs: Annotated[dict | None, Field(strict=True, description="a mapping of gym.make keyword arguments")] = None
+    env_wrapper: Any = None
+
+    @field_validator("env_kwargs")
+    @classmethod
+    def _headless(cls, v: dict | None) -> dict:
+        mode = (v or {}).get("render_mode")
+        if mode is not None and mode not in HEADLESS_RENDER_MODES:  # training opens no window
+            raise PydanticCustomError("render_mode", "a mode that needs no screen: "
+                                      + ", ".join(HEADLESS_RENDER_MODES) + " or none",
+                                      {"loc": "render_mode", "input": mode})
+        return v or {}
+
+    @field_validator("env_wrapper")
+    @classmethod
+    def _wrapper(cls, v: Any, info: ValidationInfo) -> Any:
+        resolve_wrapper(f"{info.context['where']}.env_wrapper", v)   # (the allow-list; nothing else imported)
+        return v
+
+
+def _policy_kwargs(cls, v: Any, info: ValidationInfo) -> Any:
+    parse_policy_kwargs(f"{info.context['where']}.policy_kwargs", v)   # (parsed, never evaluated)
+    return v
+
+
+@lru_cache(maxsize=None)   # (one per algorithm: three)
+def block_model(algo: str) -> type[ZooBlock]:
+    """The fields of ``algo``'s config block: :class:`ZooBlock`'s and the algorithm's
+    constructor arguments (but those kenv train sets itself, :data:`RESERVED_KEYS`)."""
+    cls = algorithms()[algo]
+    params = inspect.signature(cls.__init__).parameters
+    args = sorted(p for p in params if p not in RESERVED_KEYS and params[p].kind == params[p].POSITIONAL_OR_KEYWORD)
+    aliases = tuple(sorted(getattr(cls, "policy_aliases", {}) or {"MlpPolicy": None}))
+    fields = {k: _argument_field(k, params[k]) for k in args}
+    fields["policy"] = (Literal[aliases], Field("MlpPolicy", description=", ".join(aliases)))
+    validators = {"_policy_kwargs": field_validator("policy_kwargs")(_policy_kwargs)} if "policy_kwargs" in fields else {}
+    return create_model(f"{algo.upper()}Block", __base__=ZooBlock, __validators__=validators, **fields)
+
+
+def _block_error(err: ValidationError, model: type[ZooBlock], where: str, algo: str) -> ConfigError:
+    """The first error of a block in kenv's words: the field, the value, and what fits
+    (the field's description), with YAML's number hint."""
+    first = err.errors(include_url=False)[0]
+    ctx = first.get("ctx") or {}
+    if isinstance(ctx.get("error"), ConfigError):   # a validator's own (policy_kwargs, env_wrapper, data)
+        return ctx["error"]
+    key, value = str(first["loc"][0]), first.get("input")
+    if first["type"] == "extra_forbidden":
+        return ConfigError(f"{where}.{key}", key, f"a {algo.upper()} argument or a Zoo key: "
+                           + ", ".join(["n_envs", "n_timesteps", "policy", "env_wrapper", "env_kwargs"]
+                                       + sorted(set(model.model_fields) - set(ZooBlock.model_fields))))
+    if first["type"] == "missing":
+        return ConfigError(f"{where}.{key}", None, "a number (required)")
+    if "loc" in ctx:   # an error inside the field, told by its validator (env_kwargs.render_mode)
+        return ConfigError(f"{where}.{key}.{ctx['loc']}", ctx["input"], first["msg"])
+    return ConfigError(f"{where}.{key}", value, model.model_fields[key].description + yaml_number_hint(value))
 
 
 def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfig:
+    """One env's block of a config file as a TrainConfig: its fields by :func:`block_model`,
+    then what only the objects can tell (policy_kwargs, the wrapper, the env's kwargs)."""
     where = f"{label}: {env_id}"
     if not isinstance(block, dict):
         raise ConfigError(where, block, "a mapping of hyperparameters (n_envs, n_timesteps, policy, ...)")
-    block = dict(block)
     for k in UNSUPPORTED_ZOO_KEYS:
         if k in block:
             raise ConfigError(f"{where}.{k}", block[k], f"not set: kenv train does not implement the Zoo's {k!r}")
-    n_timesteps = check_number(f"{where}.n_timesteps", block.pop("n_timesteps", None), integer=True, minimum=1,
-                                required=True, maximum=MAX_TIMESTEPS)
-    n_envs = check_number(f"{where}.n_envs", block.pop("n_envs", 1), integer=True, minimum=1, maximum=MAX_ENVS)
-    cls = algorithms()[algo]
-    policy = block.pop("policy", "MlpPolicy")
-    aliases = sorted(getattr(cls, "policy_aliases", {}) or {"MlpPolicy": None})
-    if policy not in aliases:
-        raise ConfigError(f"{where}.policy", policy, ", ".join(aliases))
-    env_kwargs = block.pop("env_kwargs", None) or {}
-    if not isinstance(env_kwargs, dict):
-        raise ConfigError(f"{where}.env_kwargs", env_kwargs, "a mapping of gym.make keyword arguments")
-    mode = env_kwargs.get("render_mode")
-    if mode is not None and mode not in HEADLESS_RENDER_MODES:  # training opens no window
-        raise ConfigError(f"{where}.env_kwargs.render_mode", mode,
-                          "a mode that needs no screen: " + ", ".join(HEADLESS_RENDER_MODES) + " or none")
-    env_wrapper = block.pop("env_wrapper", None)
-    params = inspect.signature(cls.__init__).parameters
-    allowed = sorted(p for p in params if p not in RESERVED_KEYS and params[p].kind == params[p].POSITIONAL_OR_KEYWORD)
-    for k, v in block.items():
-        if k not in allowed:
-            raise ConfigError(f"{where}.{k}", k, f"a {algo.upper()} argument or a Zoo key: "
-                              + ", ".join(["n_envs", "n_timesteps", "policy", "env_wrapper", "env_kwargs"] + allowed))
-        _check_value(f"{where}.{k}", k, v, params[k])
-    cfg = TrainConfig(env_id, algo, label, n_timesteps, n_envs, policy, block, env_kwargs, env_wrapper)
-    cfg.model_kwargs()  # policy_kwargs and schedules parse
+    model = block_model(algo)
+    try:
+        m = model.model_validate(block, context={"where": where})
+    except ValidationError as e:
+        raise _block_error(e, model, where, algo) from None
+    env_kwargs, env_wrapper = m.env_kwargs or {}, block.get("env_wrapper")
+    hyperparams = {k: v for k, v in block.items() if k not in ZooBlock.model_fields}   # (as written)
+    cfg = TrainConfig(env_id, algo, label, m.n_timesteps, m.n_envs, m.policy, hyperparams, env_kwargs, env_wrapper)
     try:  # the env accepts env_kwargs
         env = gym.make(env_id, **env_kwargs)
     except ConfigError:
@@ -225,7 +365,6 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
                           f"a wrapper and arguments that fit {env_id} ({type(e).__name__}: {e})") from None
     finally:
         env.close()
-    _check_algo_space(algo, env_id, env_kwargs)
     return cfg
 
 
@@ -245,25 +384,6 @@ def _action_space(env_id: str, env_kwargs: Mapping) -> gym.Space:
         env.close()
 
 
-def check_number(where: str, value: Any, integer: bool = False, minimum: float | None = None,
-                  required: bool = False, maximum: float | None = None) -> Any:
-    if value is None and required:
-        raise ConfigError(where, None, "a number (required)")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        raise ConfigError(where, value, ("an integer" if integer else "a number") + yaml_number_hint(value))
-    if integer:
-        if isinstance(value, float) and float(value) != int(value):
-            raise ConfigError(where, value, "an integer")
-        value = int(value)
-    if abs(value) > MAX_HYPERPARAMETER:
-        raise ConfigError(where, value, f"a number of magnitude at most {MAX_HYPERPARAMETER:.0e}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(where, value, f"a number >= {minimum}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(where, value, f"a number in {minimum}..{maximum}")
-    return value
-
-
 #: ranges of the algorithms' numeric arguments (closed intervals; None: unbounded),
 #: from their meaning in SB3's docs: a discount or a probability in [0, 1], a count >= 1, ...
 HYPERPARAMETER_RANGES: Mapping[str, tuple[float | None, float | None]] = MappingProxyType({
@@ -280,56 +400,6 @@ HYPERPARAMETER_RANGES: Mapping[str, tuple[float | None, float | None]] = Mapping
 #: arguments whose lower bound is excluded (0 divides or stalls: A2C's RMSprop with eps 0
 #: gave NaN logits in the fuzz run)
 POSITIVE = ("learning_rate", "rms_prop_eps", "clip_range")
-
-
-def _check_value(where: str, key: str, value: Any, param: inspect.Parameter) -> None:
-    """A value for an algorithm's constructor argument, checked against its annotation
-    (bool, int, float, schedule, mapping; classes cannot be set from a file) and its range."""
-    ann = str(param.annotation)
-    given = value
-    lo, hi = HYPERPARAMETER_RANGES.get(key, (None, None))
-    rng = ("a number" + (f" > {lo}" if key in POSITIVE else f" >= {lo}" if lo is not None and hi is None else "")
-           + (f" in {lo}..{hi}" if lo is not None and hi is not None else ""))
-    if key == "policy_kwargs":
-        if not isinstance(value, (str, dict)):
-            raise ConfigError(where, value, "a 'dict(...)' string (RL Zoo) or a mapping")
-        return
-    if value is None and "None" in ann:
-        return
-    if ann.startswith("type["):
-        raise ConfigError(where, value, "not set from a config file (a class; kenv train uses SB3's default)")
-    if "Callable" in ann and isinstance(value, str):
-        head, _, tail = value.partition("_")
-        try:
-            ok = head == "lin" and math.isfinite(float(tail))
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(where, value, "a number or 'lin_<number>' (a linear schedule, as in RL Zoo)"
-                              + yaml_number_hint(value))
-        value = float(tail)
-    if ann.startswith("dict"):
-        if not isinstance(value, dict):
-            raise ConfigError(where, value, "a mapping")
-        _check_data(where, value)
-        return
-    if ann == str(bool):
-        if not isinstance(value, bool):
-            raise ConfigError(where, value, "true or false")
-        return
-    if ann.startswith("int | tuple") and isinstance(value, list):  # train_freq: [4, step]
-        if len(value) != 2 or value[1] not in ("step", "episode"):
-            raise ConfigError(where, value, "an integer or [<integer>, step|episode]")
-        value = value[0]
-    if ann == str(int) or ann.startswith("int |"):
-        v = check_number(where, value, integer=True)
-    elif "float" in ann:
-        v = check_number(where, value)
-    else:
-        _check_data(where, value)
-        return
-    if (lo is not None and (v < lo or (v == lo and key in POSITIVE))) or (hi is not None and v > hi):
-        raise ConfigError(where, given, rng)
 
 
 #: torch.nn activation functions a config may name, as ``nn.X``, ``th.nn.X`` or

@@ -17,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 from kenv.envs.record import RecordEpisodes
-from kenv.envs.reward import COMPONENTS
-from kenv.errors import ConfigError
+from kenv.envs.reward import COMPONENTS, load_profile
+from kenv.errors import ConfigError, about
 from kenv.files import TMP_PREFIX, atomic_write_bytes, check_out_path
 from kenv.envs.scores import has_score, normalized_score
 
@@ -189,13 +189,18 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     env_kwargs = dict(env_kwargs or {})
     if actions is not None:
         probe = make_env(env_id)
-        env_kwargs["actions"] = parse_actions(actions, isinstance(probe.action_space, gym.spaces.MultiDiscrete))
+        with about("actions"):
+            env_kwargs["actions"] = parse_actions(actions, isinstance(probe.action_space, gym.spaces.MultiDiscrete))
         probe.close()
-        try:   # the action set alone first: an error in it names the flag
+        try:   # the action set alone first: an error in it is about the actions
             make_env(env_id, actions=env_kwargs["actions"]).close()
         except ConfigError as e:
-            raise ConfigError(e.field if e.field.startswith("actions") else f"actions ({e.field})",
-                              e.value, e.allowed) from None
+            error = ConfigError(e.field if e.field.startswith("actions") else f"actions ({e.field})",
+                                e.value, e.allowed)
+            error.argument = "actions"
+            raise error from None
+    with about("profile"):   # checked alone first: a name, or a YAML file whose errors name a key of it
+        load_profile(profile)
     env = make_env(env_id, profile=profile, **env_kwargs)
     if model is not None:   # checked before any episode runs
         extra = {**dict(extra or {}), "model": model_policy(model, env, trust_model)}
@@ -226,7 +231,7 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
             out.policies.append(evaluate_policy(played, pol, episodes, seed))
         env.close()
         if tmp is not None:
-            with open(tmp, "rb") as f:
+            with open(tmp, "rb") as f, about("record"):
                 atomic_write_bytes(record, f.read(), "record")
     finally:
         if tmp is not None:

@@ -101,7 +101,7 @@ from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import TypedDict   # (pydantic reads typing's only from Python 3.12)
 
 import kenv
-from kenv.errors import ConfigError
+from kenv.errors import ConfigError, about
 from kenv.schema import check_seed, validate
 
 # The public names below were all defined in this module before it was split along RL
@@ -113,7 +113,7 @@ from .checkpoints import (  # noqa: F401
 from .config import (  # noqa: F401
     ALGO_NAMES, ALLOWED_WRAPPERS, HYPERPARAMETER_RANGES, MAX_ENVS, MAX_HYPERPARAMETER, MAX_SEED, MAX_TIMESTEPS,
     NN_ACTIVATIONS, POSITIVE, RESERVED_KEYS, RMSPROP_TF_LIKE, TORCH_OPTIMIZERS, UNSUPPORTED_ZOO_KEYS, TrainConfig,
-    algorithms, check_env_id, check_number, config_env_ids, load_train_config, make_env,
+    Timesteps, algorithms, check_env_id, config_env_ids, load_train_config, make_env,
     make_train_vec_env, packaged_train_configs, parse_policy_kwargs, read_config_file, registered_env_ids,
     resolve_wrapper, validate_block,
 )
@@ -305,12 +305,12 @@ def train(args: TrainArgs, cfg: TrainConfig | None = None, log: Callable[[str], 
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     cfg = cfg or load_train_config(args.config, args.env, args.algo)
     if args.n_timesteps is not None:
-        cfg.n_timesteps = check_number("--n-timesteps", args.n_timesteps, integer=True, minimum=1,
-                                        maximum=MAX_TIMESTEPS)
+        cfg.n_timesteps = validate(TypeAdapter(Timesteps), args.n_timesteps, "--n-timesteps",
+                                   f"an integer in 1..{MAX_TIMESTEPS}")
     seed = check_seed(args.seed, "--seed", train=True)
     run_dir = args.out or default_out_dir(cfg.env_id, cfg.algo, seed)
     make_out_dir(run_dir, "--out")
-    with DirLock(run_dir, "--out"):
+    with DirLock(run_dir, "--out"), about("out"):   # (the run dir's own files: damaged, unwritable)
         return _train_locked(args, cfg, seed, run_dir, log)
 
 
@@ -362,7 +362,8 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         log(note)
     if model is None:
         try:
-            model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
+            with about("config"):   # (hyperparameters the algorithm refuses)
+                model = build_model(cfg, make_train_vec_env(cfg, seed, monitor_dir, append=False), seed, args.verbose)
         except ConfigError:
             if not existing:   # (a new run the algorithm refuses: a rerun with the config fixed is a new run too)
                 remove_new_run(run_dir)

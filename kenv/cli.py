@@ -30,7 +30,9 @@ from .schema import cli_count, cli_count0, cli_seed, cli_train_seed
 
 class KenvArgumentParser(argparse.ArgumentParser):
     """argparse with kenv's error form: one line on stderr, exit status 2
-    (argparse's own prints the usage first; the one line names the flag)."""
+    (argparse's own prints the usage first; the one line names the flag).  The
+    subcommand parsed records its prog and its flags by dest in the namespace
+    (``_prog``, ``_flags``): kenv's own errors for it name the flag from these."""
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
@@ -42,6 +44,9 @@ class KenvArgumentParser(argparse.ArgumentParser):
         ns, rest = super().parse_known_args(args, namespace)
         if getattr(ns, "_prog", None) is None:   # (a subcommand's parser returns first)
             ns._prog = self.prog
+            # its flags by dest: an error about an argument names the flag (main)
+            ns._flags = {a.dest: next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0])
+                         for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS}
         return ns, rest
 
 
@@ -208,21 +213,20 @@ def _discover_module():
     return discover
 
 
-def _flag_of(args: argparse.Namespace, field: str, value: object = None) -> str:
-    """The command-line flag a ConfigError's field (or value) names, e.g. ``load`` ->
-    ``argument --load: `` ("" if the field names a flag already, or none)."""
-    if field.startswith("--"):
-        return ""
-    head = field.split(":")[0].split(".")[0].split(" ")[0].lstrip("-").replace("-", "_")
-    if head and head in vars(args) and not head.startswith("_"):
-        return f"argument --{head.replace('_', '-')}: "
-    for dest, given in vars(args).items():   # a file's error names the file: the flag that gave it
-        if isinstance(given, str) and given and not dest.startswith("_") and field.startswith(given):
-            return f"argument --{dest.replace('_', '-')}: "
-    for dest, v in vars(args).items():   # the value given to a flag
-        if not dest.startswith("_") and isinstance(v, str) and v and v == value:
-            return f"argument --{dest.replace('_', '-')}: "
-    return ""
+def _flag_of(args: argparse.Namespace, about: str) -> str:
+    """``argument --FLAG: `` for the flag whose dest is ``about`` (a ConfigError's
+    ``argument``, or its ``field`` where that is the argument: kenv.errors.about) in the
+    command parsed; "" for anything else (a field that is a flag already, ``--model``)."""
+    flag = getattr(args, "_flags", {}).get(about)
+    return f"argument {flag}: " if flag else ""
+
+
+def _about(e: BaseException) -> str:
+    """What a ConfigError or OSError is about: nothing more to say for a field that is a
+    flag (``--model``), else the argument :func:`kenv.errors.about` set, else the field
+    (a value validated with its parameter's name as the field: ``platform``)."""
+    field = getattr(e, "field", "")
+    return "" if field.startswith("--") else getattr(e, "argument", "") or field
 
 
 def _json_safe(obj: object) -> object:
@@ -252,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args._run(args)
     except ConfigError as e:
         # one line: the flag, the value and what is allowed
-        parser.exit(2, f"{prog}: error: {_flag_of(args, e.field, e.value)}{' '.join(str(e).split())}\n")
+        parser.exit(2, f"{prog}: error: {_flag_of(args, _about(e))}{' '.join(str(e).split())}\n")
     except JobError as e:   # a job that failed on the cluster: one line naming it
         parser.exit(1, f"{prog}: error: {e}\n")
     except OSError as e:   # the filesystem (an --out that cannot be written, a full disk, ...)
@@ -303,9 +307,9 @@ def _os_error(args: argparse.Namespace, e: OSError) -> str:
     name = str(getattr(e, "filename", None) or "")
     why = e.strerror or str(e)
     if isinstance(e, FileError):
-        return f"{_flag_of(args, name)}cannot {e.operation} {name}: {why}"
+        return f"{_flag_of(args, _about(e))}cannot {e.operation} {name}: {why}"
     if name:
-        return f"{_flag_of(args, name)}{name}: {why}"
+        return f"{_flag_of(args, _about(e))}{name}: {why}"
     out = getattr(args, "out", None)
     return f"argument --out: {why} (while writing under {out})" if isinstance(out, str) and out else why
 

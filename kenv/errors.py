@@ -6,6 +6,9 @@ is allowed, so a user can fix the call without reading the source.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 
 class _Shown:
     """A value that crosses pickling as its ``repr`` (all an error's message shows of it):
@@ -27,7 +30,13 @@ def _plain(value: object) -> bool:
 
 
 class ConfigError(ValueError):
-    """A bad configuration value: ``field`` got ``value``; ``allowed`` says what fits."""
+    """A bad configuration value: ``field`` got ``value``; ``allowed`` says what fits.
+
+    ``argument``: the argument of the call the error is about where ``field`` names
+    something inside it (a line of the YAML file it names, a profile it names), set by
+    :func:`about`; otherwise the field is the argument (``platform``, ``--model``)."""
+
+    argument: str = ""
 
     def __init__(self, field: "str | ConfigError", value: object = _COPY, allowed: str = ""):
         if value is _COPY:
@@ -35,6 +44,7 @@ class ConfigError(ValueError):
             # re-raise an error as ``type(e)(e)`` (gymnasium's AsyncVectorEnv, a
             # worker's error) or ``type(e)(f"{e} ...")`` (gym.make, a TypeError).
             if isinstance(field, ConfigError):   # a copy
+                self.argument = field.argument
                 field, value, allowed = field.field, field.value, field.allowed
             else:                                # a message (its cause names the field)
                 self.field, self.value, self.allowed = "", None, ""
@@ -49,10 +59,11 @@ class ConfigError(ValueError):
         # Exception pickling replays ``cls(*self.args)``, one message for three
         # parameters: an error raised in a subprocess (gym's AsyncVectorEnv, a pool
         # worker) then failed to unpickle as an unrelated TypeError and hung close().
+        state = {"argument": self.argument} if self.argument else None
         if not self.field:   # built from a message
-            return type(self), (str(self),)
+            return type(self), (str(self),), state
         value = self.value if _plain(self.value) else _Shown(repr(self.value))
-        return type(self), (self.field, value, self.allowed)
+        return type(self), (self.field, value, self.allowed), state
 
 
 class UnknownKeywordError(ConfigError, TypeError):
@@ -64,12 +75,30 @@ class UnknownKeywordError(ConfigError, TypeError):
 
     def __init__(self, field: "str | ConfigError", value: object = _COPY, allowed: str = ""):
         if value is _COPY and isinstance(field, ConfigError):   # a copy
+            self.argument = field.argument
             field, value, allowed = field.field, field.value, field.allowed
         if value is _COPY:                                     # a message
             super().__init__(field)
             return
         super().__init__(field, value, f"{allowed} (unexpected keyword argument {field!r})")
         self.allowed = allowed   # (as given: pickling and copies rebuild the message from it)
+
+
+@contextmanager
+def about(argument: str, errors: "type[BaseException] | tuple[type[BaseException], ...]" = (
+        ConfigError, OSError)) -> Iterator[None]:
+    """An error of ``errors`` raised inside is about ``argument`` (a parameter of the
+    caller, which is the dest of the command-line flag that gives it): ``kenv`` names
+    that flag on the error's line (kenv.cli), whatever the error's field says (a path
+    and a key inside the file, say).  An error already about an argument keeps it.
+    ``errors=OSError`` around a whole run: what fails on the filesystem inside it is
+    about its output (``--out``), while its ConfigErrors name their own fields."""
+    try:
+        yield
+    except errors as e:
+        if not getattr(e, "argument", ""):
+            e.argument = argument
+        raise
 
 
 class JobError(RuntimeError):

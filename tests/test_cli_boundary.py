@@ -240,3 +240,54 @@ def test_a_bare_kenv_lists_its_commands():
     assert r.returncode == 0 and r.stderr == ""
     for command in ("experiment", "reproduce", "evaluate", "bench", "train", "rediscover", "discover", "trace"):
         assert command in r.stdout
+
+
+def _evaluate_raising(monkeypatch, error_in):
+    """``kenv evaluate`` whose run raises what ``error_in()`` raises."""
+    import kenv.agents.evaluate as ev
+
+    def evaluate(*a, **k):
+        error_in()
+    monkeypatch.setattr(ev, "evaluate", evaluate)
+
+
+def test_an_error_names_the_flag_of_the_argument_it_is_about(monkeypatch, capsys):
+    """An error inside a file a flag names (its field: the path and a key) names that flag,
+    by the argument it is about (kenv.errors.about), not by matching text."""
+    from kenv.errors import ConfigError, about
+
+    def bad_profile():
+        with about("profile"):
+            raise ConfigError("/elsewhere/p.yaml.weights.entropy", "x", "a number")
+    _evaluate_raising(monkeypatch, bad_profile)
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/HwrngWait-v0", "--profile", "/other/q.yaml", "--record", "/elsewhere"])
+    [line] = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and line.startswith("kenv evaluate: error: argument --profile: /elsewhere/p.yaml"), line
+
+
+def test_an_error_is_not_put_on_a_flag_whose_value_it_merely_contains(monkeypatch, capsys):
+    """A field that is no argument names no flag, even when its text or value is another
+    flag's value (the old guess put this on --env)."""
+    from kenv.errors import ConfigError
+
+    def bad():
+        raise ConfigError("kenv/HwrngWait-v0.something", "kenv/HwrngWait-v0", "x")
+    _evaluate_raising(monkeypatch, bad)
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/HwrngWait-v0"])
+    [line] = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and line.startswith("kenv evaluate: error: kenv/HwrngWait-v0.something: got"), line
+
+
+def test_the_argument_an_error_is_about_survives_pickling():
+    import pickle
+
+    from kenv.errors import ConfigError, UnknownKeywordError, about
+
+    for cls in (ConfigError, UnknownKeywordError):
+        with pytest.raises(cls) as e, about("config"):
+            raise cls("f.yaml: x", 1, "y")
+        copy = pickle.loads(pickle.dumps(e.value))
+        assert (copy.argument, str(copy), type(copy)) == ("config", str(e.value), cls)
+        assert cls(e.value).argument == "config"

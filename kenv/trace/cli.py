@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, about
 from . import ENV_MACHINE, FORMATS, check_format, check_out_path, episode_kernels, parse_window
 from .probes import counter_probes
 from . import recording, write_trace
@@ -142,7 +142,8 @@ def run_trace_experiment(args: argparse.Namespace, name: str, mod: Any) -> Trace
             "arguments": _plain_args(args)}
     if name == "qperf-tcp-lat":
         meta["note"] = "the requested deferral's run; the 'none' baseline run is not recorded"
-    summary = write_trace(rec, out, fmt, win, meta)
+    with about("out"):
+        summary = write_trace(rec, out, fmt, win, meta)
     return TraceResult(summary, result)
 
 
@@ -181,8 +182,11 @@ def _make_env(env_id: str, profile: str):
 
     import kenv  # noqa: F401  (registers the ids)
     from ..envs.registration import check_env_id
+    from ..envs.reward import load_profile
 
     check_env_id(env_id)
+    with about("profile"):   # checked alone first: a name, or a YAML file whose errors name a key of it
+        load_profile(profile)
     return gym.make(env_id, profile=profile)
 
 
@@ -208,7 +212,8 @@ def run_trace_env(args: argparse.Namespace) -> TraceResult:
         env.close()
     meta = {"command": "kenv trace env", "env": args.env, "policy": pname, "seed": args.seed,
             "steps": len(episode), "profile": args.profile}
-    summary = write_trace(rec, out, fmt, win, meta, kernels=kernels)
+    with about("out"):
+        summary = write_trace(rec, out, fmt, win, meta, kernels=kernels)
     return TraceResult(summary, None, episode)
 
 
