@@ -85,18 +85,17 @@ class UnknownKeywordError(ConfigError, TypeError):
 
 
 @contextmanager
-def about(argument: str, errors: "type[BaseException] | tuple[type[BaseException], ...]" = (
-        ConfigError, OSError)) -> Iterator[None]:
-    """An error of ``errors`` raised inside is about ``argument`` (a parameter of the
-    caller, which is the dest of the command-line flag that gives it): ``kenv`` names
-    that flag on the error's line (kenv.cli), whatever the error's field says (a path
-    and a key inside the file, say).  An error already about an argument keeps it.
-    ``errors=OSError`` around a whole run: what fails on the filesystem inside it is
-    about its output (``--out``), while its ConfigErrors name their own fields."""
+def about(argument: str) -> Iterator[None]:
+    """A kenv error raised inside is about ``argument`` (a parameter of the caller, which
+    is the dest of the command-line flag that gives it): ``kenv`` names that flag on the
+    error's line (kenv.cli), whatever the error's field says (a path and a key inside
+    the file, say).  An error already about an argument keeps it.  Only kenv's own
+    error classes, which declare ``argument`` (ConfigError, kenv.files.FileError), are
+    tagged; any other exception passes through unchanged."""
     try:
         yield
-    except errors as e:
-        if not getattr(e, "argument", ""):
+    except (ConfigError, OSError) as e:
+        if hasattr(type(e), "argument") and not e.argument:
             e.argument = argument
         raise
 

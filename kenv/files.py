@@ -113,14 +113,18 @@ def _file_mode() -> int:
 
 class FileError(OSError):
     """An OS error (a full disk, a permission) while kenv ``operation``-s ``filename``:
-    the command line names both, where the OS's own error may name neither."""
+    the command line names both, where the OS's own error may name neither.
+    ``argument``: the call's argument the path came from (kenv.errors.about)."""
+
+    argument: str = ""
 
     def __init__(self, operation: str, path: str, err: OSError):
         super().__init__(err.errno, err.strerror or str(err), path)
         self.operation = operation
 
     def __reduce__(self):
-        return type(self), (self.operation, self.filename, OSError(self.errno, self.strerror))
+        state = {"argument": self.argument} if self.argument else None
+        return type(self), (self.operation, self.filename, OSError(self.errno, self.strerror)), state
 
 
 def atomic_write(path: str, write: Callable[[BinaryIO], object], field: str | None = None) -> None:

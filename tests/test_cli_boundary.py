@@ -291,3 +291,21 @@ def test_the_argument_an_error_is_about_survives_pickling():
         copy = pickle.loads(pickle.dumps(e.value))
         assert (copy.argument, str(copy), type(copy)) == ("config", str(e.value), cls)
         assert cls(e.value).argument == "config"
+
+
+def test_about_tags_kenvs_file_errors_and_leaves_other_errors_alone():
+    """A FileError (a failed write under --out) carries the argument across pickling, as
+    a job's error does from a worker; an OSError of another origin gets no attribute."""
+    import errno
+    import pickle
+
+    from kenv.errors import about
+    from kenv.files import FileError
+
+    with pytest.raises(FileError) as e, about("out"):
+        raise FileError("write", "/x/trace.json", OSError(errno.ENOSPC, "No space left on device"))
+    copy = pickle.loads(pickle.dumps(e.value))
+    assert (copy.argument, copy.operation, copy.filename, copy.errno) == ("out", "write", "/x/trace.json", errno.ENOSPC)
+    with pytest.raises(PermissionError) as p, about("out"):
+        raise PermissionError(errno.EACCES, "denied", "/x")
+    assert not hasattr(p.value, "argument")
