@@ -54,7 +54,7 @@ import gymnasium as gym
 from kenv.envs.registration import BENCHMARK_IDS, check_env_id
 from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE, normalized_score
 from kenv.errors import ConfigError
-from kenv.schema import cli_integer
+from kenv.schema import check_int, cli_integer
 
 from .config import ALGO_NAMES, MAX_TIMESTEPS, load_train_config
 from .estimate import announce, train_s
@@ -147,11 +147,8 @@ def benchmark(envs: Sequence[str] | str | None = None, algos: Sequence[str] | st
     for e in env_ids:
         check_env_id(e, "--envs")
     algo_list = list(DEFAULT_ALGOS) if algos is None else _parse_list(algos, "--algos", ALGO_NAMES)
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
-        raise ConfigError("--seeds", seeds, f"an integer in 1..{MAX_SEEDS}")
-    if n_timesteps is not None and (isinstance(n_timesteps, bool) or not isinstance(n_timesteps, int)
-                                    or not 1 <= n_timesteps <= MAX_TIMESTEPS):
-        raise ConfigError("--n-timesteps", n_timesteps, f"an integer in 1..{MAX_TIMESTEPS}")
+    check_int(seeds, "--seeds", 1, MAX_SEEDS)
+    check_int(n_timesteps, "--n-timesteps", 1, MAX_TIMESTEPS, optional=True)
     workers = check_workers(workers)
     check_ray(ray)
     pairs, skipped = plan(env_ids, algo_list)

@@ -108,6 +108,7 @@ import kenv
 from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
+from kenv.schema import check_int
 
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .estimate import announce, train_s
@@ -907,15 +908,11 @@ def write_figure(path: str, res: DiscoverResult) -> None:
 
 # ------------------------------------------------------------------------- main
 def check_seeds(seeds: Any) -> int:
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 2 <= seeds <= MAX_SEEDS:
-        raise ConfigError("--seeds", seeds, SEEDS_ALLOWED)
-    return seeds
+    return check_int(seeds, "--seeds", 2, MAX_SEEDS, SEEDS_ALLOWED)
 
 
 def check_steps(steps: Any) -> int | None:
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_TIMESTEPS):
-        raise ConfigError("--steps", steps, STEPS_ALLOWED)
-    return steps
+    return check_int(steps, "--steps", 1, MAX_TIMESTEPS, STEPS_ALLOWED, optional=True)
 
 
 def _cli_arg(check: Callable[[Any], Any]) -> Callable[[str], Any]:

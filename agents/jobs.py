@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from kenv.errors import ConfigError, JobError
+from kenv.schema import check_int
 
 #: times Ray runs a task again when its worker process or node dies (Ray's max_retries)
 RAY_MAX_RETRIES = 3
@@ -58,9 +59,7 @@ def check_workers(workers: Any) -> int:
     """--workers: None is the default, ``min(2, CPUs)``."""
     if workers is None:
         return min(2, os.cpu_count() or 1)
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise ConfigError("--workers", workers, f"an integer in 1..{MAX_WORKERS}")
-    return workers
+    return check_int(workers, "--workers", 1, MAX_WORKERS)
 
 
 def check_ray(ray: str | None, flag: str = "--ray") -> str | None:

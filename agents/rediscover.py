@@ -98,7 +98,7 @@ import kenv
 from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN
 from kenv.errors import ConfigError
-from kenv.schema import cli_integer
+from kenv.schema import check_int, cli_integer
 
 from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_policy, run_episode, static_actions
 from .evaluate import ci95, evaluate, evaluate_policy
@@ -633,11 +633,8 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
     for e in env_ids:
         check_env_id(e, "--envs")
     env_ids = list(dict.fromkeys(env_ids))   # (an id given twice is one env: two workers trained one run dir)
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
-        raise ConfigError("--seeds", seeds, f"an integer in 1..{MAX_SEEDS}")
-    if n_timesteps is not None and (isinstance(n_timesteps, bool) or not isinstance(n_timesteps, int)
-                                    or not 1 <= n_timesteps <= MAX_TIMESTEPS):
-        raise ConfigError("--n-timesteps", n_timesteps, f"an integer in 1..{MAX_TIMESTEPS}")
+    check_int(seeds, "--seeds", 1, MAX_SEEDS)
+    check_int(n_timesteps, "--n-timesteps", 1, MAX_TIMESTEPS, optional=True)
     cfgs = {e: load_train_config(config, e, algo) for e in env_ids}  # every config error up front
     note = overshoot_note(cfgs, n_timesteps)
     if note:

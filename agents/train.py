@@ -102,7 +102,7 @@ from typing_extensions import TypedDict   # (pydantic reads typing's only from P
 
 import kenv
 from kenv.errors import ConfigError, about
-from kenv.schema import check_seed, validate
+from kenv.schema import check_int, check_seed, validate
 
 # The public names below were all defined in this module before it was split along RL
 # Zoo's seams; they stay importable from here (tests, benchmarks and users' scripts).
@@ -476,15 +476,11 @@ def run_from_args(args) -> TrainResult:
                    n_timesteps=args.n_timesteps, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                    checkpoint_freq=args.checkpoint_freq, progress_bar=bool(progress), verbose=args.verbose)
     check_seed(ta.seed, "--seed", train=True)
-    if not 2 <= ta.eval_episodes <= MAX_EVAL_EPISODES:
-        raise ConfigError("--eval-episodes", ta.eval_episodes,
-                          f"an integer in 2..{MAX_EVAL_EPISODES} (at least 2 for a 95% interval)")
+    check_int(ta.eval_episodes, "--eval-episodes", 2, MAX_EVAL_EPISODES,
+              f"an integer in 2..{MAX_EVAL_EPISODES} (at least 2 for a 95% interval)")
     for name in ("eval_freq", "checkpoint_freq", "n_timesteps"):
-        v = getattr(ta, name)
-        if v is not None and not 1 <= v <= MAX_TIMESTEPS:
-            raise ConfigError(f"--{name.replace('_', '-')}", v, f"an integer in 1..{MAX_TIMESTEPS}")
-    if ta.verbose not in (0, 1, 2):
-        raise ConfigError("--verbose", ta.verbose, "0, 1 or 2")
+        check_int(getattr(ta, name), f"--{name.replace('_', '-')}", 1, MAX_TIMESTEPS, optional=True)
+    check_int(ta.verbose, "--verbose", 0, 2, "0, 1 or 2")
     try:
         return train(ta)
     except KeyboardInterrupt:

@@ -341,6 +341,21 @@ def check_seed(value: Any, field: str = "seed", *, train: bool = False, optional
     return validate(_SEEDS[train, optional], value, field, "None or " + allowed if optional else allowed)
 
 
+def check_int(value: Any, field: str, lo: int, hi: int | None = None, allowed: str | None = None, *,
+              optional: bool = False) -> int | None:
+    """The one rule for a count given to a function (a number of seeds, steps, workers,
+    a budget): a Python integer ``lo..hi`` (no upper bound where ``hi`` is None), or None
+    where ``optional``; bools and floats are not integers.  The error's ``allowed`` is
+    exactly ``allowed`` (default: "an integer in lo..hi"), the words the command's help uses."""
+    if allowed is None:
+        allowed = f"an integer in {lo}..{hi}" if hi is not None else f"an integer >= {lo}"
+    try:
+        t = Annotated[int, Field(strict=True, ge=lo, le=hi)]   # (built per call: a command checks a few)
+        return TypeAdapter(t | None if optional else t).validate_python(value)
+    except ValidationError:
+        raise ConfigError(field, value, allowed) from None
+
+
 RENDER_MODES = ("ansi", "rgb_array")
 _RENDER_MODE = TypeAdapter(Literal[RENDER_MODES] | None)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import ConfigError, about
+from ..schema import check_int
 from . import ENV_MACHINE, FORMATS, check_format, check_out_path, episode_kernels, parse_window
 from .probes import counter_probes
 from . import recording, write_trace
@@ -192,8 +193,7 @@ def _make_env(env_id: str, profile: str):
 
 def run_trace_env(args: argparse.Namespace) -> TraceResult:
     fmt, win, out = _check_output_args(args)
-    if isinstance(args.steps, bool) or not isinstance(args.steps, int) or args.steps < 1:
-        raise ConfigError("steps", args.steps, "an integer >= 1")
+    check_int(args.steps, "steps", 1)
     env = _make_env(args.env, args.profile)
     try:
         if args.model is not None:
