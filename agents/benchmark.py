@@ -41,7 +41,6 @@ rediscover) and resumes a partial training run from its checkpoint; the table is
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -49,7 +48,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-import gymnasium as gym
 
 from kenv.envs.registration import BENCHMARK_IDS, check_env_id
 from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE, normalized_score

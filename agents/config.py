@@ -25,7 +25,6 @@ from types import MappingProxyType
 from typing import Annotated, Any, Callable, Literal, Mapping
 
 import gymnasium as gym
-import numpy as np
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
                       create_model, field_validator)
 from pydantic_core import PydanticCustomError

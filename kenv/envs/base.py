@@ -182,9 +182,9 @@ class KenvEnv(gym.Env):
         # (clipping in float64 first keeps the float32 value inside the Box:
         # rounding to float32 is monotonic); the previous-action rows after them
         # are 0 or 1 by construction
-        n = len(obs_rows(self.OBSERVATION))
-        self._obs_low = [float(r[1]) for r in self.obs_rows[:n]]
-        self._obs_high = [float(r[2]) for r in self.obs_rows[:n]]
+        episode_rows = self.obs_rows[:len(self.obs_rows) - len(self.codec.rows())]
+        self._obs_low = [float(r[1]) for r in episode_rows]
+        self._obs_high = [float(r[2]) for r in episode_rows]
         self._episode = None
         # what _obs reads from the episode (kenv.envs.observation.episode_reader)
         self._obs_parts: tuple = ()

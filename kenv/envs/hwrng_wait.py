@@ -14,7 +14,6 @@ from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
-from ..errors import ConfigError
 from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
 from ..subsystems.phases import READER_SCHEDULES, PhaseSchedule
 from .base import FastForwardMemory, KenvEnv
