@@ -87,7 +87,6 @@ training run are independent jobs, run side by side in ``--workers`` processes (
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import importlib.util
@@ -108,7 +107,7 @@ import kenv
 from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
-from kenv.schema import check_int
+from kenv.schema import check_int, cli_int
 
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .estimate import announce, train_s
@@ -124,9 +123,10 @@ from .train import (
 DEFAULT_CONFIG = "ppo"
 #: held-out (and selection, and distillation) episodes per profile
 DEFAULT_SEEDS = 50
-MAX_SEEDS = 10_000
-#: what --seeds allows, the one statement of it (check_seeds, --help); a 95% interval needs 2 episodes
-SEEDS_ALLOWED = f"an integer in 2..{MAX_SEEDS} (a 95% interval needs at least 2 episodes)"
+#: a 95% interval needs 2 episodes
+MIN_SEEDS, MAX_SEEDS = 2, 10_000
+#: what --seeds allows, the one statement of it (check_seeds, seeds_arg, --help)
+SEEDS_ALLOWED = f"an integer in {MIN_SEEDS}..{MAX_SEEDS} (a 95% interval needs at least {MIN_SEEDS} episodes)"
 #: what --steps allows (check_steps; it is rounded up to whole rollouts, :func:`whole_rollouts`)
 STEPS_ALLOWED = f"an integer in 1..{MAX_TIMESTEPS}"
 SELECT_SEED = 3_000_000
@@ -908,26 +908,16 @@ def write_figure(path: str, res: DiscoverResult) -> None:
 
 # ------------------------------------------------------------------------- main
 def check_seeds(seeds: Any) -> int:
-    return check_int(seeds, "--seeds", 2, MAX_SEEDS, SEEDS_ALLOWED)
+    return check_int(seeds, "--seeds", MIN_SEEDS, MAX_SEEDS, SEEDS_ALLOWED)
 
 
 def check_steps(steps: Any) -> int | None:
     return check_int(steps, "--steps", 1, MAX_TIMESTEPS, STEPS_ALLOWED, optional=True)
 
 
-def _cli_arg(check: Callable[[Any], Any]) -> Callable[[str], Any]:
-    """argparse ``type=`` from a ``check_*``: an integer's text checked by it, with its message."""
-    def parse(text: str) -> Any:
-        t = text.strip()
-        try:
-            return check(int(t) if t.isascii() and t.lstrip("+-").isdigit() and len(t) <= 30 else text)
-        except ConfigError as e:
-            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {e.allowed}") from None
-    return parse
-
-
-#: argparse ``type=`` of --seeds and --steps
-seeds_arg, steps_arg = _cli_arg(check_seeds), _cli_arg(check_steps)
+#: argparse ``type=`` of --seeds and --steps: the bounds and words of check_seeds and check_steps
+seeds_arg = cli_int(MIN_SEEDS, MAX_SEEDS, allowed=SEEDS_ALLOWED)
+steps_arg = cli_int(1, MAX_TIMESTEPS, allowed=STEPS_ALLOWED)
 
 
 def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) -> list[str]:

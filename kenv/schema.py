@@ -476,8 +476,11 @@ def _finite(text: str) -> float:
     return v
 
 
-def cli_int(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
-    return _cli_type(TypeAdapter(Annotated[int, Field(ge=lo, le=hi)]), f"{what} in {lo}..{hi}", _int)
+def cli_int(lo: int, hi: int, what: str = "an integer", allowed: str | None = None) -> Callable[[str], int]:
+    """argparse ``type=`` of an integer flag ``lo..hi``; its error says ``allowed`` (default
+    "WHAT in lo..hi"): pass the words of the :func:`check_int` that checks the same value
+    in the Python API, so that the flag and the function say one thing."""
+    return _cli_type(TypeAdapter(Annotated[int, Field(ge=lo, le=hi)]), allowed or f"{what} in {lo}..{hi}", _int)
 
 
 def cli_float(gt: float, le: float, what: str = "a number") -> Callable[[str], float]:
