@@ -15,17 +15,82 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
-from typing import Callable
+from typing import Annotated, Callable, Literal
 
 import numpy as np
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
+                      field_validator)
 
 from kenv.envs.config import read_yaml_file
 from kenv.errors import ConfigError
+from kenv.schema import validate
 
 from .config import TrainConfig, make_train_vec_env
 from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, save_model_atomic
+
+
+# ------------------------------------------------------------- the files, declared
+def _of_this_checkpoint(v: int, info: ValidationInfo) -> int:
+    """The step count of the checkpoint the file belongs to (validation context ``steps``)."""
+    want = (info.context or {}).get("steps")
+    if want is not None and v != want:
+        raise ValueError(f"{want}, the checkpoint's step count")
+    return v
+
+
+_Steps = Annotated[int, Field(ge=0), AfterValidator(_of_this_checkpoint)]
+
+
+class CheckpointRecord(BaseModel):
+    """``model_<n>_steps.json``, written last: the checkpoint counts (context ``{"steps": n}``)."""
+
+    model_config = ConfigDict(strict=True)
+    steps: _Steps
+    wall_s: Annotated[float, Field(allow_inf_nan=False)]
+
+
+class EnvState(BaseModel):
+    """One training environment in a state file (:func:`run_state`)."""
+
+    model_config = ConfigDict(strict=True)
+    env: bytes
+    monitor_file: str | None = None
+    monitor_bytes: Annotated[int, Field(ge=0)] | None = None
+
+
+class RunState(BaseModel):
+    """``state_<n>_steps.pkl`` (:func:`run_state`), checked with the context
+    ``{"steps": n, "n_envs": N}``: the state at that step of that many environments."""
+
+    model_config = ConfigDict(strict=True)
+    version: Literal[1]
+    steps: _Steps
+    envs: list[EnvState]
+    rng: dict
+
+    @field_validator("envs")
+    @classmethod
+    def _every_env(cls, v: list, info: ValidationInfo) -> list:
+        want = (info.context or {}).get("n_envs")
+        if want is not None and len(v) != want:
+            raise ValueError(f"{want} training environments")
+        return v
+
+
+class RunFile(BaseModel):
+    """``run.yaml`` (kenv train writes the resolved config beside it); a resume compares
+    its ``fingerprint``."""
+
+    model_config = ConfigDict(extra="allow")
+    fingerprint: Annotated[str, Field(strict=True)]
+
+
+_CHECKPOINT_RECORD = TypeAdapter(CheckpointRecord)
+_RUN_STATE = TypeAdapter(RunState)
+_RUN_FILE = TypeAdapter(RunFile)
+#: a row of evaluations.csv from its text (EVAL_FIELDS: the csv module reads strings)
+_EVAL_ROW = TypeAdapter(tuple[Annotated[int, Field(ge=0)], float, float, float, float])
 
 
 def save_checkpoint(model, ckpt_dir: str, wall_s: float) -> str:
@@ -98,13 +163,11 @@ def read_run_state(path: str, n: int, n_envs: int) -> dict:
     except Exception as e:  # noqa: BLE001 - any unpickling failure is a damaged file
         raise ConfigError(path, "not a checkpoint state", f"a file written by kenv train ({type(e).__name__}); "
                           "delete this checkpoint's files to resume from an older one") from None
-    ok = (isinstance(state, dict) and state.get("version") == 1 and state.get("steps") == n
-          and isinstance(state.get("envs"), list) and len(state["envs"]) == n_envs
-          and all(isinstance(e, dict) and isinstance(e.get("env"), bytes) for e in state["envs"])
-          and isinstance(state.get("rng"), dict))
-    if not ok:
+    try:   # (the value is not shown: it holds the pickled environments)
+        _RUN_STATE.validate_python(state, context={"steps": n, "n_envs": n_envs})
+    except ValidationError:
         raise ConfigError(path, "not a checkpoint state of this run",
-                          f"the state at step {n} of {n_envs} training environments, written by kenv train")
+                          f"the state at step {n} of {n_envs} training environments, written by kenv train") from None
     return state
 
 
@@ -130,7 +193,7 @@ def truncate_monitors(state: dict, monitor_dir: str) -> None:
     """Cut each Monitor CSV back to its size at the checkpoint: the episodes after it are
     run again (and written again) by the resumed run."""
     for st in state["envs"]:
-        if st.get("monitor_file") and isinstance(st.get("monitor_bytes"), int):
+        if st.get("monitor_file") and st.get("monitor_bytes") is not None:   # (RunState)
             p = os.path.join(monitor_dir, os.path.basename(st["monitor_file"]))
             if os.path.isfile(p) and os.path.getsize(p) > st["monitor_bytes"]:
                 os.truncate(p, st["monitor_bytes"])
@@ -195,16 +258,15 @@ def read_evaluations(run_dir: str) -> list[dict]:
         raise ConfigError(path, "unreadable", f"{allowed} ({e})") from None
     if header != EVAL_FIELDS:
         raise ConfigError(path, f"header {header}", allowed)
-    out = []
+    out: list[dict] = []
     for i, r in enumerate(rows, start=2):
         try:
-            if len(r) != len(EVAL_FIELDS):
-                raise ValueError(f"{len(r)} fields")
-            row = {"timesteps": int(r[0]), **{k: float(v) for k, v in zip(EVAL_FIELDS[1:], r[1:])}}
-            if row["timesteps"] < 0 or (out and row["timesteps"] <= out[-1]["timesteps"]):
+            row = dict(zip(EVAL_FIELDS, _EVAL_ROW.validate_python(tuple(r))))
+            if out and row["timesteps"] <= out[-1]["timesteps"]:
                 raise ValueError("steps not increasing")
-        except ValueError as e:
-            raise ConfigError(f"{path} line {i}", ",".join(r), f"{allowed} ({e})") from None
+        except ValueError as e:   # (a ValidationError is one)
+            why = e.errors(include_url=False)[0]["msg"] if isinstance(e, ValidationError) else e
+            raise ConfigError(f"{path} line {i}", ",".join(r), f"{allowed} ({why})") from None
         out.append(row)
     return out
 
@@ -217,8 +279,7 @@ def read_run_yaml_checked(run_dir: str) -> dict | None:
         return None
     allowed = "the YAML mapping kenv train writes (env, algo, seed, fingerprint, ...)"
     run = read_yaml_file(path, path)
-    if not isinstance(run, dict) or not isinstance(run.get("fingerprint"), str):
-        raise ConfigError(path, type(run).__name__ if not isinstance(run, dict) else "no fingerprint", allowed)
+    validate(_RUN_FILE, run, path, allowed)
     return run
 
 
@@ -230,12 +291,9 @@ def load_checkpoint(cfg: TrainConfig, algo_cls, seed: int, ckpt_dir: str, ckpt: 
     foreign one is a ConfigError naming it."""
     n, path = ckpt
     meta_path = path[:-4] + ".json"
-    meta = read_json(meta_path)
-    if not (isinstance(meta, dict) and meta.get("steps") == n and isinstance(meta.get("wall_s"), (int, float))
-            and not isinstance(meta.get("wall_s"), bool) and math.isfinite(meta["wall_s"])):
-        raise ConfigError(meta_path, "not a checkpoint record", f'the JSON object kenv train writes '
-                          f'({{"steps": {n}, "wall_s": <seconds>}}); delete this checkpoint\'s files '
-                          "to resume from an older one")
+    meta = validate(_CHECKPOINT_RECORD, read_json(meta_path), meta_path,
+                    f'the JSON object kenv train writes ({{"steps": {n}, "wall_s": <seconds>}}); delete this '
+                    "checkpoint's files to resume from an older one", context={"steps": n})
     state_path = os.path.join(ckpt_dir, f"state_{n}_steps.pkl")
     state = read_run_state(state_path, n, cfg.n_envs) if os.path.lexists(state_path) else None
     if state is not None:
@@ -263,4 +321,4 @@ def load_checkpoint(cfg: TrainConfig, algo_cls, seed: int, ckpt_dir: str, ckpt: 
         model.set_random_seed(seed + n)
         log(f"{path}: no state file; the environments restart fresh episodes (seeds {seed + n}+), "
             "so the resumed run is not identical to an uninterrupted one")
-    return model, n, float(meta["wall_s"])
+    return model, n, float(meta.wall_s)

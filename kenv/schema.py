@@ -82,10 +82,12 @@ def to_config_error(err: ValidationError, field: str, allowed: str | None = None
                        else (allowed or msg))
 
 
-def validate(adapter: TypeAdapter, value: Any, field: str, allowed: str | None = None) -> Any:
-    """``adapter.validate_python(value)``, or a ConfigError naming ``field``."""
+def validate(adapter: TypeAdapter, value: Any, field: str, allowed: str | None = None,
+             context: Mapping[str, Any] | None = None) -> Any:
+    """``adapter.validate_python(value, context=context)``, or a ConfigError naming ``field``
+    (``context``: what the model's validators compare with, pydantic's validation context)."""
     try:
-        return adapter.validate_python(value)
+        return adapter.validate_python(value, context=context)
     except ValidationError as e:
         raise to_config_error(e, field, allowed, value) from None
     except (OverflowError, RecursionError, TypeError, ValueError) as e:  # pragma: no cover - defensive
