@@ -33,7 +33,7 @@ from kenv.envs.config import load_yaml, packaged_names
 from kenv.envs.registration import check_env_id
 from kenv.schema import MAX_TRAIN_SEED
 from kenv.errors import ConfigError, about
-from kenv.schema import yaml_number_hint
+from kenv.schema import validate, yaml_number_hint
 
 #: Zoo keys that kenv train does not implement
 UNSUPPORTED_ZOO_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback", "monitor_kwargs")
@@ -563,6 +563,12 @@ ALLOWED_WRAPPERS = (
     "gymnasium.wrappers.DelayObservation", "gymnasium.wrappers.StickyAction",
     "sb3_contrib.common.wrappers.TimeFeatureWrapper",
 )
+_WrapperName = Literal[ALLOWED_WRAPPERS]
+_WrapperItem = _WrapperName | Annotated[dict[_WrapperName, dict[str, Any] | None], Field(min_length=1, max_length=1)]
+#: ``env_wrapper``: a wrapper's name, ``{name: {kwargs}}``, or a non-empty list of those
+_WRAPPER_SPEC = TypeAdapter(_WrapperItem | Annotated[list[_WrapperItem], Field(min_length=1)])
+_WRAPPER_ALLOWED = ("one of the allowed wrappers (" + ", ".join(ALLOWED_WRAPPERS)
+                    + "), {name: {kwargs}}, or a non-empty list of those")
 
 
 def resolve_wrapper(where: str, spec: Any) -> Callable[[gym.Env], gym.Env] | None:
@@ -571,22 +577,11 @@ def resolve_wrapper(where: str, spec: Any) -> Callable[[gym.Env], gym.Env] | Non
     the class's own arguments."""
     if spec is None:
         return None
-    items = spec if isinstance(spec, list) else [spec]
-    if not items:
-        raise ConfigError(where, spec, "a wrapper name, {name: {kwargs}} or a non-empty list of those")
+    spec = validate(_WRAPPER_SPEC, spec, where, _WRAPPER_ALLOWED)
     wrappers = []
-    for item in items:
-        if isinstance(item, str):
-            name, kwargs = item, {}
-        elif isinstance(item, dict) and len(item) == 1:
-            name, kwargs = next(iter(item.items()))
-            kwargs = {} if kwargs is None else kwargs
-        else:
-            raise ConfigError(where, item, "'module.Class' or {'module.Class': {kwargs}} or a list of those")
-        if not isinstance(name, str) or name not in ALLOWED_WRAPPERS:
-            raise ConfigError(where, name, "one of the allowed wrappers: " + ", ".join(ALLOWED_WRAPPERS))
-        if not isinstance(kwargs, dict):
-            raise ConfigError(f"{where}.{name}", kwargs, "a mapping of the wrapper's keyword arguments")
+    for item in spec if isinstance(spec, list) else [spec]:
+        name, kwargs = (item, None) if isinstance(item, str) else next(iter(item.items()))
+        kwargs = kwargs or {}
         module, _, cls_name = name.rpartition(".")
         try:
             cls = getattr(importlib.import_module(module), cls_name)

@@ -75,7 +75,8 @@ def to_config_error(err: ValidationError, field: str, allowed: str | None = None
     bad = first.get("input", value)
     if first.get("type") == "extra_forbidden":
         return ConfigError(name, bad, allowed or "no such field")
-    msg = first.get("msg", "")
+    # (a choice's error restates the choices, which ``allowed`` says already)
+    msg = "" if allowed and first.get("type") == "literal_error" else first.get("msg", "")
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     return ConfigError(name, bad, f"{allowed} ({msg})" if allowed and msg and allowed not in msg
