@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
 
-from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model,
                       field_validator)
 
 from .errors import ConfigError
@@ -420,34 +421,40 @@ def check_action_names(value: Any, normalise: Callable[[str], str], field: str =
     return out
 
 
-_PROFILE_ARG = TypeAdapter(Annotated[str, Field(strict=True, min_length=1, max_length=4096)])
+def _no_nul(v: str) -> str:
+    if "\x00" in v:
+        raise ValueError("no NUL characters")
+    return v
+
+
+#: a packaged config's name or a file's path (``profile=``, ``scenario=``, ``--config``):
+#: a non-empty string the OS can take as a path (PATH_MAX, linux/limits.h: 4096; no NUL)
+NameOrPath = Annotated[str, Field(strict=True, min_length=1, max_length=4096), AfterValidator(_no_nul)]
+_NAME_OR_PATH = TypeAdapter(NameOrPath)
+
+
+def check_name_or_path(value: Any, field: str, allowed: str) -> str:
+    """``value`` (a str or an os.PathLike) as a :data:`NameOrPath`, or a ConfigError
+    naming ``field`` and saying ``allowed``."""
+    try:
+        value = os.fspath(value) if isinstance(value, os.PathLike) else value
+    except TypeError:   # (a __fspath__ that returns neither str nor bytes: refused below)
+        pass
+    return validate(_NAME_OR_PATH, value, field, allowed)
 
 
 def check_profile_arg(value: Any) -> None:
     """``profile``: a RewardProfile (checked by its caller), a name or a path."""
-    import os
-
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise ConfigError("profile", value, "a reward profile name (balanced, latency, throughput), "
-                          "a YAML path, or a RewardProfile")
-    validate(_PROFILE_ARG, value, "profile", "a non-empty name or path")
-    if "\x00" in value:
-        raise ConfigError("profile", value, "a name or path without NUL characters")
+    check_name_or_path(value, "profile", "a reward profile name (balanced, latency, throughput), "
+                                         "a YAML path, or a RewardProfile")
 
 
 def check_scenario_arg(value: Any) -> None:
     """``scenario``: None, a mapping, or a packaged name / YAML path."""
-    import os
-
     if value is None or isinstance(value, Mapping):
         return
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 4096:
-        raise ConfigError("scenario", value, "None, a mapping {field: {choice: weight}}, "
-                          "or a packaged mix name or YAML path")
+    check_name_or_path(value, "scenario", "None, a mapping {field: {choice: weight}}, "
+                                          "or a packaged mix name or YAML path")
 
 
 # ----------------------------------------------------------- command line
@@ -508,9 +515,9 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 
 __all__ = [
-    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "RENDER_MODES",
+    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
-    "check_fast_forward", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
+    "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed", "to_config_error", "validate",
 ]

@@ -13,6 +13,7 @@ import os
 import yaml
 
 from ..errors import ConfigError
+from ..schema import check_name_or_path
 
 
 #: the largest configuration file read (characters): every kenv config is a few KB
@@ -41,12 +42,7 @@ def load_yaml(kind: str, name_or_path: str | os.PathLike, field: str | None = No
     argument in those messages (default: ``kind``).
     """
     field = field or kind
-    try:
-        s = os.fspath(name_or_path)
-    except TypeError:
-        raise ConfigError(field, name_or_path, "a packaged name or a path to a YAML file") from None
-    if not isinstance(s, str) or not s or "\x00" in s:
-        raise ConfigError(field, name_or_path, "a packaged name or a path to a YAML file")
+    s = check_name_or_path(name_or_path, field, "a packaged name or a path to a YAML file")
     names = packaged_names(kind)
     if os.path.isfile(s):
         label = s
