@@ -52,7 +52,7 @@ from typing import Callable, Sequence
 from kenv.envs.registration import BENCHMARK_IDS, check_env_id
 from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE, normalized_score
 from kenv.errors import ConfigError
-from kenv.schema import check_int, cli_integer
+from kenv.schema import check_choice, check_int, cli_integer
 
 from .config import ALGO_NAMES, MAX_TIMESTEPS, load_train_config
 from .estimate import announce, train_s
@@ -129,8 +129,7 @@ def _parse_list(value, flag: str, allowed: Sequence[str]) -> list[str]:
     if not items or any(not i for i in items):
         raise ConfigError(flag, value, "a comma-separated list of " + ", ".join(allowed))
     for i in items:
-        if i not in allowed:
-            raise ConfigError(flag, i, ", ".join(allowed))
+        check_choice(i, flag, tuple(allowed))
     return list(dict.fromkeys(items))
 
 

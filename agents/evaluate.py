@@ -19,6 +19,7 @@ import numpy as np
 from kenv.envs.record import RecordEpisodes
 from kenv.envs.reward import COMPONENTS, load_profile
 from kenv.errors import ConfigError, about
+from kenv.schema import check_choice, check_int
 from kenv.files import TMP_PREFIX, atomic_write_bytes, check_out_path
 from kenv.envs.scores import has_score, normalized_score
 
@@ -180,12 +181,10 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     env's action set.  One baseline asked for by name whose choice is not in the action
     set is a ConfigError naming the ``--actions`` that adds it; with several, it is
     skipped (``skipped``: why, and that ``--actions``)."""
-    if episodes < 1:
-        raise ConfigError("episodes", episodes, "an integer >= 1")
+    check_int(episodes, "episodes", 1)
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
     for n in names:
-        if n not in BASELINES:
-            raise ConfigError("policy", n, ", ".join(BASELINES) + ", all")
+        check_choice(n, "policy", tuple(BASELINES), ", ".join(BASELINES) + ", all")
     env_kwargs = dict(env_kwargs or {})
     if actions is not None:
         probe = make_env(env_id)

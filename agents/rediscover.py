@@ -150,8 +150,7 @@ def static_table_context(env, ctx: dict, fields: list[str], episodes: int = TABL
 def static_table(env, episodes: int = TABLE_EPISODES, seed: int = TABLE_SEED) -> dict:
     """Per context of the mix and per static action: the returns of ``episodes`` seeded
     episodes (the oracle's exhaustive search, kept with its per-episode returns)."""
-    if episodes < 2:
-        raise ConfigError("table episodes", episodes, "an integer >= 2 (for a 95% interval)")
+    check_int(episodes, "table episodes", 2, allowed="an integer >= 2 (for a 95% interval)")
     fields = varying_fields(env)
     return {"fields": fields, "episodes": episodes, "seed": seed,
             "contexts": [static_table_context(env, ctx, fields, episodes, seed)

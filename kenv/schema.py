@@ -354,10 +354,30 @@ def check_int(value: Any, field: str, lo: int, hi: int | None = None, allowed: s
     if allowed is None:
         allowed = f"an integer in {lo}..{hi}" if hi is not None else f"an integer >= {lo}"
     try:
-        t = Annotated[int, Field(strict=True, ge=lo, le=hi)]   # (built per call: a command checks a few)
-        return TypeAdapter(t | None if optional else t).validate_python(value)
+        return _int_adapter(lo, hi, optional).validate_python(value)
     except ValidationError:
         raise ConfigError(field, value, allowed) from None
+
+
+@lru_cache(maxsize=256)   # (one per bounds kenv checks: a few dozen)
+def _int_adapter(lo: int, hi: int | None, optional: bool) -> TypeAdapter:
+    t = Annotated[int, Field(strict=True, ge=lo, le=hi)]
+    return TypeAdapter(t | None if optional else t)
+
+
+def check_choice(value: Any, field: str, choices: Sequence[Any], allowed: str | None = None) -> Any:
+    """The one rule for a value from a fixed list (a mode, a platform, a policy, a kernel
+    option): one of ``choices``, compared as ``==`` does (``1024.0`` is ``1024``); returns
+    the choice.  The error's ``allowed`` is ``allowed`` (default: the choices, listed)."""
+    try:
+        return _choice_adapter(tuple(choices)).validate_python(value)
+    except ValidationError:
+        raise ConfigError(field, value, allowed or ", ".join(map(str, choices))) from None
+
+
+@lru_cache(maxsize=256)   # (one per list of choices kenv checks: a few dozen)
+def _choice_adapter(choices: tuple) -> TypeAdapter:
+    return TypeAdapter(_choice_type(choices))
 
 
 RENDER_MODES = ("ansi", "rgb_array")
@@ -517,7 +537,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
-    "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
+    "check_choice", "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed", "to_config_error", "validate",
 ]

@@ -43,6 +43,9 @@ ALLOWED = {
     # the pydantic models of an env's scenario fields, built once per set of
     # fields: a pure function of its argument; bounded
     ("kenv.schema", "_scenario_models"): "bounded memo of a pure function",
+    # the validators of check_int's bounds and check_choice's lists, likewise
+    ("kenv.schema", "_int_adapter"): "bounded memo of a pure function",
+    ("kenv.schema", "_choice_adapter"): "bounded memo of a pure function",
 }
 
 _CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None), range, re.Pattern,

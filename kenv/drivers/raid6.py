@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import ConfigError
+from ..schema import check_choice
 from ..kernel.core import (
     Run, RunUntil, Task, TaskBody, cond_resched, migrate_disable, migrate_enable,
     preempt_disable, preempt_enable,
@@ -83,15 +84,11 @@ KERNEL_VERSIONS = ("5.16", "5.17")
 
 
 def check_bench_mode(mode: str) -> str:
-    if mode not in BENCH_MODES:
-        raise ConfigError("mode", mode, ", ".join(BENCH_MODES))
-    return mode
+    return check_choice(mode, "mode", BENCH_MODES)
 
 
 def check_kernel_version(version: str) -> str:
-    if version not in KERNEL_VERSIONS:
-        raise ConfigError("kernel", version, ", ".join(KERNEL_VERSIONS))
-    return version
+    return check_choice(version, "kernel", KERNEL_VERSIONS)
 
 
 def raid6_behaviour(version: str) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable
 
-from ..errors import ConfigError
+from ..schema import check_choice
 from ..kernel.core import Task, TaskBody
 from ..kernel.sleep import schedule_timeout_interruptible
 from ..kernel.timer import timer_list, timer_pending
@@ -137,16 +137,11 @@ SIPHASH_CONSTS = (0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x
 
 
 def check_deferral(deferral: str) -> str:
-    if deferral not in DEFERRALS:
-        raise ConfigError("deferral", deferral, ", ".join(DEFERRALS))
-    return deferral
+    return check_choice(deferral, "deferral", DEFERRALS)
 
 
 def check_threshold(threshold: int) -> int:
-    if threshold not in ALLOWED_THRESHOLDS:
-        raise ConfigError("threshold", threshold,
-                          "1024 (since 534d2eaf1970) or 64 (before it)")
-    return threshold
+    return check_choice(threshold, "threshold", ALLOWED_THRESHOLDS, "1024 (since 534d2eaf1970) or 64 (before it)")
 
 
 @dataclass(frozen=True)
@@ -214,9 +209,7 @@ class IrqRandomness:
         self.deferral = check_deferral(deferral)
         self.threshold = check_threshold(threshold)
         self.params = params if params is not None else RandomParams(mix_ns=1_000, fast_mix_ns=50)
-        if long_bits not in (32, 64):
-            raise ConfigError("long_bits", long_bits, "32 or 64")
-        self.long_bits = long_bits
+        self.long_bits = check_choice(long_bits, "long_bits", (32, 64), "32 or 64")
         #: sizeof(pool) * 8 where pool is ``unsigned long pool[2]``: the credit cap.
         self.max_credit = 2 * long_bits
         self.pools: dict[int, fast_pool] = {}

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import gymnasium as gym
 
-from ..errors import ConfigError
+from ..schema import check_int
 from .registration import BENCHMARK_IDS, check_env_id
 
 #: alternating chunks per env (see the module doc)
@@ -118,12 +118,9 @@ def run_bench(steps: int = 3000, env_ids: list[str] | None = None, seed: int = 0
     doc.  ``wrapper``: applied to each kenv env (benchmarks/kernel_decisions.py)."""
     import kenv  # noqa: F401
 
-    if not isinstance(steps, int) or steps < 1:
-        raise ConfigError("steps", steps, "an integer >= 1")
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ConfigError("rounds", rounds, "an integer >= 1")
-    if not isinstance(warmup, int) or warmup < 0:
-        raise ConfigError("warmup", warmup, "an integer >= 0")
+    check_int(steps, "steps", 1)
+    check_int(rounds, "rounds", 1)
+    check_int(warmup, "warmup", 0)
     rounds = min(rounds, steps)   # every chunk at least one step
     for env_id in env_ids or ():
         check_env_id(env_id)

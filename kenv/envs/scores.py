@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Sequence
 
 from ..errors import ConfigError
+from ..schema import check_choice
 
 #: the evaluation episodes of every id: seeds 0..EVAL_EPISODES-1
 EVAL_EPISODES = 10
@@ -71,8 +72,7 @@ def normalized_score(env_id: str, returns: float | Sequence[float]) -> float:
     """The normalised score of the mean of ``returns`` (a return or a list of
     returns of ``env_id`` under the ``balanced`` profile): 0 = random, 100 = the
     reference (:data:`REFERENCE_POLICY`); linear in the return."""
-    if env_id not in REFERENCE_RETURNS:
-        raise ConfigError("env", env_id, ", ".join(REFERENCE_RETURNS))
+    check_choice(env_id, "env", tuple(REFERENCE_RETURNS))
     vals = [float(returns)] if isinstance(returns, (int, float)) else [float(r) for r in returns]
     if not vals:
         raise ConfigError("returns", returns, "a return or a non-empty list of returns")

@@ -39,11 +39,11 @@ from ..drivers.hwrng import (
 from ..fastforward.hwrng import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
-from ..kernel.core import PREEMPT_MODELS, Kernel, Task, check_preempt_model
+from ..kernel.core import Kernel, Task, check_preempt_model
 from ..kernel.rcu import RcuStall
 from ..platforms import get_platform
 from ..platforms.base import Platform
-from ..schema import MAX_SECONDS, check_seed, cli_int, cli_seconds
+from ..schema import MAX_SECONDS, check_choice, check_int, check_seed, cli_int, cli_seconds
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..workloads.dd import Dd, start_dd
 from . import ReproRow
@@ -271,19 +271,12 @@ class HwrngDdRun:
 def check_args(platform: object, wait: object, nbytes: object, preempt: object, seconds: object,
                seed: object) -> tuple[Platform, str, int, str, float | None, int]:
     """Validate every input; :class:`ConfigError` names the field and what is allowed."""
-    if not isinstance(platform, str):
-        raise ConfigError("platform", platform, ", ".join(HWRNG_PLATFORMS))
-    plat = get_platform(platform)
-    if plat.hwrng is None:
-        raise ConfigError("platform", platform,
-                          "a platform with a bcm2835 rng: " + ", ".join(HWRNG_PLATFORMS))
+    plat = get_platform(check_choice(platform, "platform", HWRNG_PLATFORMS,
+                                     "a platform with a bcm2835 rng: " + ", ".join(HWRNG_PLATFORMS)))
     w = str(parse_wait(wait))
-    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or not 1 <= nbytes <= MAX_BYTES:
-        raise ConfigError("bytes", nbytes, f"an integer 1..{MAX_BYTES}")
+    check_int(nbytes, "bytes", 1, MAX_BYTES, f"an integer 1..{MAX_BYTES}")
     if preempt is None:
         preempt = plat.preempt
-    if not isinstance(preempt, str):
-        raise ConfigError("preempt", preempt, ", ".join(PREEMPT_MODELS))
     check_preempt_model(preempt)
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_SECONDS:

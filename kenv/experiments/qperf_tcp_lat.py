@@ -49,7 +49,7 @@ from ..drivers.random import (
 from ..errors import ConfigError
 from ..kernel.core import check_preempt_model
 from ..platforms import get_platform
-from ..schema import cli_integer
+from ..schema import check_choice, cli_integer
 from ..workloads.qperf import (
     QPERF_MODES, QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_sizes,
 )
@@ -214,8 +214,7 @@ def run_qperf_tcp_lat(platform: str = DEFAULT_PLATFORM, deferral: str = "timer",
     on ``rt``, simulate the forced interrupt threads (kenv.kernel.irq; the
     default); no effect on the other models.
     """
-    if mode not in QPERF_MODES:
-        raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
+    check_choice(mode, "mode", QPERF_MODES)
     plat, size_list, t, pre = check_args(platform, deferral, sizes, time_s, instances, preempt,
                                          threshold)
     w0 = time.perf_counter()

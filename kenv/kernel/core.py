@@ -60,6 +60,7 @@ from typing import Any, Callable, Generator, Iterable
 import numpy as np
 
 from ..errors import ConfigError
+from ..schema import check_choice
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .balance import SYSCTL_SCHED_MIGRATION_COST, LoadBalancer, active_load_balance_cpu_stop, sched_balance_newidle
 from .jiffies import check_hz, initial_jiffies, tick_nsec
@@ -96,9 +97,7 @@ NICE_0_LOAD = 1024
 
 
 def check_preempt_model(model: str) -> str:
-    if model not in PREEMPT_MODELS:
-        raise ConfigError("preempt", model, ", ".join(PREEMPT_MODELS))
-    return model
+    return check_choice(model, "preempt", PREEMPT_MODELS)
 
 
 # --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ CPU, and it keeps the event count proportional to wakeups.
 
 from __future__ import annotations
 
-from ..errors import ConfigError
+from ..schema import check_choice
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC
 
 #: Kconfig choices for HZ (kernel/Kconfig.hz).
@@ -26,9 +26,7 @@ def initial_jiffies(hz: int) -> int:
 
 
 def check_hz(hz: int) -> int:
-    if hz not in ALLOWED_HZ:
-        raise ConfigError("hz", hz, f"one of {', '.join(map(str, ALLOWED_HZ))} (kernel/Kconfig.hz)")
-    return hz
+    return check_choice(hz, "hz", ALLOWED_HZ, f"one of {', '.join(map(str, ALLOWED_HZ))} (kernel/Kconfig.hz)")
 
 
 def tick_nsec(hz: int) -> int:

@@ -9,6 +9,7 @@ import importlib
 from types import MappingProxyType
 
 from ..errors import ConfigError
+from ..schema import check_choice
 from .base import Fitted, Platform
 
 #: platform name -> module defining ``PLATFORM``
@@ -33,9 +34,7 @@ def available_platforms() -> list[str]:
 
 
 def get_platform(name: str) -> Platform:
-    mod = _MODULES.get(name)
-    if mod is None:
-        raise ConfigError("platform", name, ", ".join(available_platforms()))
+    mod = _MODULES[check_choice(name, "platform", tuple(_MODULES), ", ".join(available_platforms()))]
     try:
         module = importlib.import_module(f"{__name__}.{mod}")
     except ModuleNotFoundError:

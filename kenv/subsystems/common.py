@@ -7,8 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import ConfigError
-from ..schema import check_action_names
+from ..schema import check_action_names, check_choice
 
 
 @dataclass(frozen=True)
@@ -46,10 +45,7 @@ class Decision:
         """The canonical spelling of action name ``a``, or a ConfigError."""
         if self.spell is not None:
             return self.spell(a)
-        allowed = self.default + self.extended
-        if a not in allowed:
-            raise ConfigError("actions", a, ", ".join(allowed))
-        return a
+        return check_choice(a, "actions", self.default + self.extended)
 
 #: info's value of a float that has none yet (a time, rate or share that is never
 #: negative); not NaN: Gymnasium's check_env compares infos with ==, and

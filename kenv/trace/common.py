@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, BinaryIO, Callable, Iterable, TextIO
 
 from ..errors import ConfigError
+from ..schema import check_choice
 from ..files import atomic_write as files_atomic_write, check_out_path
 from ..sim.engine import NSEC_PER_SEC, Recorder
 
@@ -32,9 +33,7 @@ WINDOW_ALLOWED = ("START:END in seconds of simulated time, either side optional 
 
 
 def check_format(fmt: object) -> str:
-    if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise ConfigError("format", fmt, ", ".join(FORMATS))
-    return fmt
+    return check_choice(fmt, "format", FORMATS)
 
 
 @dataclass(frozen=True)

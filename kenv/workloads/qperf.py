@@ -79,6 +79,7 @@ import numpy as np
 
 from ..drivers.random import FAST_POOL_MIX_THRESHOLD, IrqRandomness
 from ..errors import ConfigError
+from ..schema import check_choice
 from ..kernel.core import BLOCK, Kernel, Run, Task, TaskBody
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from ..fastforward.qperf import QperfFastForward, QperfLearned, machine_key
@@ -570,8 +571,7 @@ class QperfTcpLat:
     def __init__(self, platform: "Platform", *, random_factory, preempt: str, rng,
                  instances: int = 1, mode: str = "aggregated", learned: QperfLearned | None = None,
                  load_balance: bool = False, irq_threads: bool = False):
-        if mode not in QPERF_MODES:
-            raise ConfigError("mode", mode, ", ".join(QPERF_MODES))
+        check_choice(mode, "mode", QPERF_MODES)
         if platform.nic is None or "qperf_host" not in platform.extra:
             raise ConfigError("platform", platform.name, "a platform with an IPoIB NIC (x86-ib40g)")
         self.platform = platform
