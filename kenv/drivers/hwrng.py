@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..schema import check_int
 from ..kernel.core import Run, RunUntil, Task, TaskBody
 from ..kernel.jiffies import msecs_to_jiffies
 from ..kernel.mutex import mutex, mutex_lock, mutex_unlock
@@ -121,20 +122,14 @@ class Bcm2835Params:
     warmup_bits_per_number: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.word_rate_hz, int) or self.word_rate_hz <= 0:
-            raise ConfigError("hwrng.word_rate_hz", self.word_rate_hz, "an integer > 0 (words per second)")
-        if not isinstance(self.fifo_words, int) or not 1 <= self.fifo_words <= RNG_STATUS_NUM_WORDS_MAX:
-            raise ConfigError("hwrng.fifo_words", self.fifo_words,
-                              f"an integer 1..{RNG_STATUS_NUM_WORDS_MAX} (RNG_STATUS bits 31:24)")
+        check_int(self.word_rate_hz, "hwrng.word_rate_hz", 1, allowed="an integer > 0 (words per second)")
+        check_int(self.fifo_words, "hwrng.fifo_words", 1, RNG_STATUS_NUM_WORDS_MAX,
+                  f"an integer 1..{RNG_STATUS_NUM_WORDS_MAX} (RNG_STATUS bits 31:24)")
         for name in ("probe_ns", "rng_readl_ns", "copy_chunk_ns"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ConfigError(f"hwrng.{name}", v, "an integer >= 0 (ns)")
-        if self.silent_until_ns is not None and (not isinstance(self.silent_until_ns, int)
-                                                 or self.silent_until_ns < 0):
-            raise ConfigError("hwrng.silent_until_ns", self.silent_until_ns, "None or an integer >= 0 (ns)")
-        if not isinstance(self.warmup_bits_per_number, int) or self.warmup_bits_per_number < 1:
-            raise ConfigError("hwrng.warmup_bits_per_number", self.warmup_bits_per_number, "an integer >= 1")
+            check_int(getattr(self, name), f"hwrng.{name}", 0, allowed="an integer >= 0 (ns)")
+        check_int(self.silent_until_ns, "hwrng.silent_until_ns", 0, allowed="None or an integer >= 0 (ns)",
+                  optional=True)
+        check_int(self.warmup_bits_per_number, "hwrng.warmup_bits_per_number", 1)
 
     @property
     def warmup_ns(self) -> int:

@@ -49,7 +49,7 @@ from ..drivers.random import (
 from ..errors import ConfigError
 from ..kernel.core import check_preempt_model
 from ..platforms import get_platform
-from ..schema import check_choice, cli_integer
+from ..schema import check_choice, check_int, cli_integer
 from ..workloads.qperf import (
     QPERF_MODES, QperfLearned, QperfTcpLat, format_size, irq_randomness_factory, parse_sizes,
 )
@@ -167,9 +167,8 @@ def check_args(platform: str, deferral: str, sizes: str, time_s, instances, pree
     if int(t * 1e9) < 1_000_000:
         raise ConfigError("time", time_s, "at least 0.001 s (one round trip needs tens of us)")
     max_inst = int(plat.extra.get("cores_per_socket", plat.nr_cpus))
-    if isinstance(instances, bool) or not isinstance(instances, (int, np.integer)) \
-            or not 1 <= instances <= max_inst:
-        raise ConfigError("instances", instances, f"an integer 1..{max_inst} (one per core of node 0)")
+    check_int(int(instances) if isinstance(instances, np.integer) else instances, "instances", 1, max_inst,
+              f"an integer 1..{max_inst} (one per core of node 0)")
     pre = check_preempt_model(preempt if preempt is not None else plat.preempt)
     check_threshold(threshold)
     return plat, size_list, t, pre

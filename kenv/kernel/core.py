@@ -60,7 +60,7 @@ from typing import Any, Callable, Generator, Iterable
 import numpy as np
 
 from ..errors import ConfigError
-from ..schema import check_choice
+from ..schema import check_choice, check_int
 from ..sim.engine import NSEC_PER_MSEC, Engine
 from .balance import SYSCTL_SCHED_MIGRATION_COST, LoadBalancer, active_load_balance_cpu_stop, sched_balance_newidle
 from .jiffies import check_hz, initial_jiffies, tick_nsec
@@ -171,8 +171,7 @@ class Task:
         self.policy = policy
         self.is_rt = policy == SCHED_FIFO   # the policy is fixed at creation here
         self.rt_priority = rt_priority
-        if not -20 <= nice <= 19:
-            raise ConfigError("nice", nice, "-20..19")
+        check_int(nice, "nice", -20, 19, "-20..19")
         self.nice = nice
         self.weight = SCHED_PRIO_TO_WEIGHT[nice + 20]
         self.cpus_allowed = tuple(cpus_allowed) if cpus_allowed is not None else None
@@ -313,8 +312,7 @@ class Kernel:
                  costs: SchedCosts, rng: np.random.Generator | None = None,
                  rcu_cpu_stall_timeout: int = 21, name: str = "kenv", load_balance: bool = False,
                  kernel_version: str | None = None, irq_threads: bool = False, active_balance: bool = False):
-        if nr_cpus < 1:
-            raise ConfigError("nr_cpus", nr_cpus, "an integer >= 1")
+        check_int(nr_cpus, "nr_cpus", 1)
         self.engine = engine
         self.name = name
         self.HZ = check_hz(hz)
@@ -392,8 +390,7 @@ class Kernel:
         if cpu is not None and cpus_allowed is None:
             cpus_allowed = (cpu,)
         first = cpu if cpu is not None else (tuple(cpus_allowed)[0] if cpus_allowed else 0)
-        if not 0 <= first < self.nr_cpus:
-            raise ConfigError("cpu", first, f"0..{self.nr_cpus - 1}")
+        check_int(first, "cpu", 0, self.nr_cpus - 1, f"0..{self.nr_cpus - 1}")
         t = Task(self, comm, body, policy=policy, rt_priority=rt_priority, nice=nice,
                  cpus_allowed=cpus_allowed, cpu=first)
         t.vruntime = self.cpus[first].min_vruntime

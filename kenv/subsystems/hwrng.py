@@ -8,6 +8,7 @@ from ..drivers.hwrng import HwrngCore, WaitStrategy, bcm2835_rng_probe, parse_wa
 from ..fastforward.hwrng import HwrngLearned
 from ..drivers.random import InputPool
 from ..errors import ConfigError
+from ..schema import check_int
 from ..kernel.core import BLOCK, Kernel, Task
 from ..sim.engine import NSEC_PER_SEC
 from .common import NO_VALUE, Decision
@@ -41,8 +42,8 @@ class HwrngSubsystem:
                  reader_cpus=None, kthread_cpus=None, reads_per_step: int | None = None,
                  logs: bool = False, learned: HwrngLearned | None = None,
                  schedule: PhaseSchedule | None = None):
-        if type(bs) is not int or bs < 1:   # read(fd, buf, 0) in a loop never sleeps: a hang
-            raise ConfigError("reader_bs", bs, "an integer number of bytes >= 1")
+        # (read(fd, buf, 0) in a loop never sleeps: a hang)
+        check_int(bs, "reader_bs", 1, allowed="an integer number of bytes >= 1")
         self.k, self.pool, self.params = k, pool, params
         self.smp_cache_bytes = smp_cache_bytes
         self.bs = bs

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..schema import check_int
 from ..kernel.core import BLOCK, SCHED_FIFO, Kernel, Task, TaskBody
 
 NSEC_PER_USEC = 1000
@@ -105,10 +105,8 @@ class Cyclictest:
 
     def __init__(self, k: Kernel, params: WakeupLatency, *, interval_us: int = 1000,
                  priority: int = 95, cpus: list[int] | None = None):
-        if interval_us <= 0:
-            raise ConfigError("interval_us", interval_us, "an integer > 0")
-        if not 1 <= priority <= 99:
-            raise ConfigError("priority", priority, "1..99 (SCHED_FIFO)")
+        check_int(interval_us, "interval_us", 1, allowed="an integer > 0")
+        check_int(priority, "priority", 1, 99, "1..99 (SCHED_FIFO)")
         self.k = k
         self.params = params
         self.interval_ns = interval_us * NSEC_PER_USEC

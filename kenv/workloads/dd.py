@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import ConfigError
+from ..schema import check_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import Kernel, Task, TaskBody
@@ -85,10 +85,8 @@ def _iec(x: float) -> str:
 
 
 def check_dd_args(bs: object, count: object) -> None:
-    if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
-        raise ConfigError("bs", bs, "an integer number of bytes > 0")
-    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-        raise ConfigError("count", count, "an integer > 0")
+    check_int(bs, "bs", 1, allowed="an integer number of bytes > 0")
+    check_int(count, "count", 1, allowed="an integer > 0")
 
 
 def start_dd(k: "Kernel", read: ReadFn, *, bs: int, count: int = 1, start_at_ns: int,
