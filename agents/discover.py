@@ -107,7 +107,7 @@ import kenv
 from kenv.envs.registration import check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
-from kenv.schema import check_int, cli_int
+from kenv.schema import check_choice, check_int, cli_int
 
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .estimate import announce, train_s
@@ -121,6 +121,8 @@ from .train import (
 )
 
 DEFAULT_CONFIG = "ppo"
+#: --actions: the action sets searched
+ACTION_SETS = ("extended", "default")
 #: held-out (and selection, and distillation) episodes per profile
 DEFAULT_SEEDS = 50
 #: a 95% interval needs 2 episodes
@@ -173,10 +175,8 @@ def family(env_id: str) -> str:
 def action_set(env_id: str, which: str = "extended") -> Any:
     """The ``actions=`` argument of the env for ``which`` (``default``: None; ``extended``:
     the default choices, then every extended one the env accepts)."""
-    if which == "default":
+    if check_choice(which, "--actions", ACTION_SETS) == "default":
         return None
-    if which != "extended":
-        raise ConfigError("--actions", which, "extended, default")
     if family(env_id) == "kenv/Kernel-v0":
         return {dim: list(action_set(single)) for dim, single in KERNEL_DIMENSIONS}
     cls = type(gym.make(env_id).unwrapped)
@@ -923,8 +923,7 @@ steps_arg = cli_int(1, MAX_TIMESTEPS, allowed=STEPS_ALLOWED)
 def check_args(env_id: Any, profile: Any, actions: Any, steps: Any, seeds: Any) -> list[str]:
     """Every argument checked before any work; the profiles to run."""
     check_env_id(env_id, "--env")
-    if actions not in ("extended", "default"):
-        raise ConfigError("--actions", actions, "extended, default")
+    check_choice(actions, "--actions", ACTION_SETS)
     check_steps(steps)
     check_seeds(seeds)
     profiles = available_profiles() if profile == "all" else [profile]
@@ -1036,7 +1035,7 @@ def add_arguments(p) -> None:
     p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
     p.add_argument("--profile", default="all", help="reward profile (balanced, latency, throughput, a YAML path) "
                    "or all (default)")
-    p.add_argument("--actions", default="extended", choices=("extended", "default"),
+    p.add_argument("--actions", default="extended", choices=ACTION_SETS,
                    help="the action set searched (default extended: every choice the env offers)")
     p.add_argument("--steps", type=steps_arg, default=None,
                    help="training steps per profile (default: the shipped config's n_timesteps), rounded up to "

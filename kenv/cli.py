@@ -183,8 +183,6 @@ def _validate(args: argparse.Namespace):
 def _bench(args: argparse.Namespace):
     from .envs.bench import run_bench
 
-    if args.steps < 1:
-        raise ConfigError("steps", args.steps, "an integer >= 1")
     warmup = {} if args.warmup is None else {"warmup": args.warmup}   # (None: run_bench's default)
     return run_bench(steps=args.steps, env_ids=args.env, seed=args.seed, **warmup)
 

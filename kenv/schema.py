@@ -463,6 +463,17 @@ def check_name_or_path(value: Any, field: str, allowed: str) -> str:
     return validate(_NAME_OR_PATH, value, field, allowed)
 
 
+@lru_cache(maxsize=16)   # (one per env with several decisions: Kernel-v0's three)
+def _per_decision(dims: tuple[str, ...]) -> TypeAdapter:
+    return TypeAdapter(dict[_choice_type(dims), Any] | None)
+
+
+def check_actions_per_decision(value: Any, dims: Sequence[str], field: str = "actions") -> Mapping[str, Any]:
+    """``actions=`` of an env with several decisions (Kernel-v0): None or a mapping of some
+    of ``dims`` to that decision's action names (each checked by :func:`check_action_names`)."""
+    return validate(_per_decision(tuple(dims)), value, field, f"None or a mapping with keys {', '.join(dims)}") or {}
+
+
 def check_profile_arg(value: Any) -> None:
     """``profile``: a RewardProfile (checked by its caller), a name or a path."""
     check_name_or_path(value, "profile", "a reward profile name (balanced, latency, throughput), "
@@ -536,7 +547,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES",
-    "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_mix", "check_mix_file",
+    "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_actions_per_decision", "check_mix", "check_mix_file",
     "check_choice", "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed", "to_config_error", "validate",

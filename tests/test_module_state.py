@@ -46,6 +46,7 @@ ALLOWED = {
     # the validators of check_int's bounds and check_choice's lists, likewise
     ("kenv.schema", "_int_adapter"): "bounded memo of a pure function",
     ("kenv.schema", "_choice_adapter"): "bounded memo of a pure function",
+    ("kenv.schema", "_per_decision"): "bounded memo of a pure function",
 }
 
 _CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None), range, re.Pattern,

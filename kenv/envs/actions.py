@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import ConfigError
+from ..schema import check_actions_per_decision
 from ..subsystems.common import Decision
 from .observation import one_hot
 
@@ -78,13 +79,7 @@ class MultiDiscreteCodec:
 
     def __init__(self, decisions: Mapping[str, Decision], actions: Mapping[str, Sequence[str]] | None):
         dims = self.dims = tuple(decisions)
-        if actions is None:
-            actions = {}
-        if not isinstance(actions, Mapping):
-            raise ConfigError("actions", actions, f"a mapping with keys {', '.join(dims)}")
-        unknown = set(actions) - set(dims)
-        if unknown:
-            raise ConfigError(f"actions.{sorted(unknown)[0]}", sorted(unknown)[0], ", ".join(dims))
+        actions = check_actions_per_decision(actions, dims)
         #: the action names of each dimension (env.actions)
         self.names: tuple[tuple[str, ...], ...] = tuple(decisions[d].check(actions.get(d)) for d in dims)
         kernel = [tuple(map(decisions[d].kernel_form, names)) for d, names in zip(dims, self.names)]
