@@ -102,8 +102,9 @@ _COMPONENTS = ("entropy", "throughput", "latency", "rcu_stall", "bug", "spin")
 
 
 def _component_model(required: bool) -> type[BaseModel]:
-    default = ... if required else None
-    fields = {c: (Weight if required else Weight | None, default) for c in _COMPONENTS}
+    # (an override left out is None, pydantic does not validate defaults; None given is refused:
+    # it would be dropped silently)
+    fields = {c: (Weight, ... if required else None) for c in _COMPONENTS}
     return create_model("RewardWeights" if required else "RewardWeightOverrides",
                         __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
@@ -117,14 +118,9 @@ def check_reward_weights(value: Any, field: str = "reward_weights") -> dict[str,
     """``reward_weights``: None or a mapping component -> weight; an empty
     mapping overrides nothing (stated here so that it is a choice, not an
     accident); any other value, ``0`` or ``[]`` included, is an error."""
-    if value is not None and not isinstance(value, Mapping):
-        raise ConfigError(field, value, "None or a mapping {component: weight} with components "
-                          + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED)
-    for c, w in (value or {}).items():  # a None weight would be dropped silently below
-        if w is None:
-            raise ConfigError(f"{field}.{c}", w, WEIGHT_ALLOWED + " (leave the component out to keep its weight)")
-    m = validate(_OVERRIDES, None if value is None else dict(value), field,
-                 "components " + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED)
+    m = validate(_OVERRIDES, dict(value) if isinstance(value, Mapping) else value, field,
+                 "None or a mapping {component: weight} with components " + ", ".join(_COMPONENTS) + "; "
+                 + WEIGHT_ALLOWED + " (leave a component out to keep its weight)")
     return {} if m is None else {c: w for c, w in m.model_dump().items() if w is not None}
 
 
@@ -305,22 +301,29 @@ def check_mix_file(data: Any, label: str) -> MixFile:
 
 # ------------------------------------------------------------ reset options
 
+class ResetOptions(BaseModel):
+    """``reset(options=...)``: the one key ``scenario``, a scenario override that
+    :func:`check_scenario` checks against the env's fields (None: none)."""
+
+    model_config = ConfigDict(extra="forbid")
+    scenario: Any = None
+
+
+_RESET_OPTIONS = TypeAdapter(ResetOptions | None)
+
+
 def check_reset_options(options: Any, allowed: Mapping[str, Sequence[Any]],
                         elsewhere: Mapping[str, str] | None = None) -> dict | None:
     """The scenario override of ``reset(options=...)`` (None: none;
     ``elsewhere``: see :func:`check_scenario`)."""
     if options is None:
         return None
-    if not isinstance(options, Mapping):
-        raise ConfigError("options", options, "None or a mapping with the key 'scenario'")
-    for key in options:
-        if key != "scenario":
-            raise ConfigError(f"options.{key}", options[key], "the key 'scenario' only")
-    scenario = options.get("scenario")
-    if scenario is None:
+    m = validate(_RESET_OPTIONS, dict(options) if isinstance(options, Mapping) else options, "options",
+                 "None or a mapping with the key 'scenario' only")
+    if m.scenario is None:
         return None
     # (check_scenario names the type given and the fields if it is not a mapping)
-    return check_scenario(scenario, allowed, "options.scenario", elsewhere)
+    return check_scenario(m.scenario, allowed, "options.scenario", elsewhere)
 
 
 # ------------------------------------------------------------ env arguments
@@ -546,7 +549,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 
 __all__ = [
-    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES",
+    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES", "ResetOptions",
     "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_actions_per_decision", "check_mix", "check_mix_file",
     "check_choice", "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
