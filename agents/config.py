@@ -33,7 +33,7 @@ from kenv.envs.config import load_yaml, packaged_names
 from kenv.envs.registration import check_env_id
 from kenv.schema import MAX_TRAIN_SEED
 from kenv.errors import ConfigError, about
-from kenv.schema import validate, yaml_number_hint
+from kenv.schema import check_choice, validate, yaml_number_hint
 
 #: Zoo keys that kenv train does not implement
 UNSUPPORTED_ZOO_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback", "monitor_kwargs")
@@ -159,13 +159,9 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
         data, label = read_config_file(config)
     if algo is None:
         stem = os.path.splitext(os.path.basename(os.fspath(config)))[0].lower()
-        if stem not in ALGO_NAMES:
-            raise ConfigError("algo", stem, ", ".join(ALGO_NAMES)
-                              + " (pass --algo, or name the file <algo>.yaml as RL Zoo's hyperparams/<algo>.yml)")
-        algo = stem
-    algo = str(algo).lower()
-    if algo not in ALGO_NAMES:
-        raise ConfigError("algo", algo, ", ".join(ALGO_NAMES))
+        algo = check_choice(stem, "algo", ALGO_NAMES, ", ".join(ALGO_NAMES) + " (pass --algo, or name the file "
+                            "<algo>.yaml as RL Zoo's hyperparams/<algo>.yml)")
+    algo = check_choice(str(algo).lower(), "algo", ALGO_NAMES)
     blocks = config_env_ids(data)
     if env_id is None:
         if len(blocks) != 1:
@@ -174,8 +170,7 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
     check_env_id(env_id)
     _check_algo_space(algo, env_id, {})
     with about("config"):   # (the file's errors name the file and a key in it)
-        if env_id not in data:
-            raise ConfigError(f"{label}: env", env_id, "an env id with a block in this file: " + ", ".join(blocks))
+        check_choice(env_id, f"{label}: env", blocks, "an env id with a block in this file: " + ", ".join(blocks))
         cfg = validate_block(data[env_id], env_id, algo, label)
     _check_algo_space(algo, env_id, cfg.env_kwargs)
     return cfg
@@ -222,6 +217,10 @@ def _schedule(number: Any) -> Any:
 
 def _not_set(v: Any) -> Any:
     raise PydanticCustomError("class", "a class")
+
+
+def _unsupported(v: Any) -> Any:
+    raise PydanticCustomError("unsupported", "not implemented")
 
 
 def _plain(v: Any, info: ValidationInfo) -> Any:
@@ -305,6 +304,9 @@ def block_model(algo: str) -> type[ZooBlock]:
     args = sorted(p for p in params if p not in RESERVED_KEYS and params[p].kind == params[p].POSITIONAL_OR_KEYWORD)
     aliases = tuple(sorted(getattr(cls, "policy_aliases", {}) or {"MlpPolicy": None}))
     fields = {k: _argument_field(k, params[k]) for k in args}
+    fields.update({k: (Annotated[Any, AfterValidator(_unsupported)],
+                       Field(None, description=f"not set: kenv train does not implement the Zoo's {k!r}"))
+                   for k in UNSUPPORTED_ZOO_KEYS})
     fields["policy"] = (Literal[aliases], Field("MlpPolicy", description=", ".join(aliases)))
     validators = {"_policy_kwargs": field_validator("policy_kwargs")(_policy_kwargs)} if "policy_kwargs" in fields else {}
     return create_model(f"{algo.upper()}Block", __base__=ZooBlock, __validators__=validators, **fields)
@@ -321,7 +323,8 @@ def _block_error(err: ValidationError, model: type[ZooBlock], where: str, algo: 
     if first["type"] == "extra_forbidden":
         return ConfigError(f"{where}.{key}", key, f"a {algo.upper()} argument or a Zoo key: "
                            + ", ".join(["n_envs", "n_timesteps", "policy", "env_wrapper", "env_kwargs"]
-                                       + sorted(set(model.model_fields) - set(ZooBlock.model_fields))))
+                                       + sorted(set(model.model_fields) - set(ZooBlock.model_fields)
+                                                - set(UNSUPPORTED_ZOO_KEYS))))
     if first["type"] == "missing":
         return ConfigError(f"{where}.{key}", None, "a number (required)")
     if "loc" in ctx:   # an error inside the field, told by its validator (env_kwargs.render_mode)
@@ -335,9 +338,6 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
     where = f"{label}: {env_id}"
     if not isinstance(block, dict):
         raise ConfigError(where, block, "a mapping of hyperparameters (n_envs, n_timesteps, policy, ...)")
-    for k in UNSUPPORTED_ZOO_KEYS:
-        if k in block:
-            raise ConfigError(f"{where}.{k}", block[k], f"not set: kenv train does not implement the Zoo's {k!r}")
     model = block_model(algo)
     try:
         m = model.model_validate(block, context={"where": where})

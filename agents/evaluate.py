@@ -241,9 +241,7 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
 def make_env(env_id: str, **kwargs) -> gym.Env:
     import kenv  # noqa: F401  (registers the ids)
 
-    if env_id not in gym.registry or not env_id.startswith("kenv/"):
-        ids = sorted(i for i in gym.registry if i.startswith("kenv/"))
-        raise ConfigError("env", env_id, ", ".join(ids))
+    check_choice(env_id, "env", tuple(sorted(i for i in gym.registry if i.startswith("kenv/"))))
     return gym.make(env_id, **kwargs)
 
 

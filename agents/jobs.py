@@ -32,10 +32,12 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Annotated, Any, Callable, Iterable, Sequence
+
+from pydantic import StringConstraints, TypeAdapter
 
 from kenv.errors import ConfigError, JobError
-from kenv.schema import check_int
+from kenv.schema import check_int, validate
 
 #: times Ray runs a task again when its worker process or node dies (Ray's max_retries)
 RAY_MAX_RETRIES = 3
@@ -62,12 +64,15 @@ def check_workers(workers: Any) -> int:
     return check_int(workers, "--workers", 1, MAX_WORKERS)
 
 
+#: ``--ray``: auto or an address (Ray itself checks the address when it connects)
+_RAY_ADDRESS = TypeAdapter(Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1)])
+
+
 def check_ray(ray: str | None, flag: str = "--ray") -> str | None:
     """``--ray`` checked before any work: None, ``auto`` or an address; Ray importable."""
     if ray is None:
         return None
-    if not isinstance(ray, str) or not ray.strip():
-        raise ConfigError(flag, ray, "auto or a Ray cluster address (host:port, ray://host:port)")
+    validate(_RAY_ADDRESS, ray, flag, "auto or a Ray cluster address (host:port, ray://host:port)")
     try:
         import ray as _  # noqa: F401
     except ImportError:

@@ -391,12 +391,18 @@ def check_render_mode(value: Any) -> str | None:
     return validate(_RENDER_MODE, value, "render_mode", "None, " + ", ".join(RENDER_MODES))
 
 
-_FAST_FORWARD = TypeAdapter(Annotated[bool, Field(strict=True)])
+_BOOL = TypeAdapter(Annotated[bool, Field(strict=True)])
+
+
+def check_bool(value: Any, field: str, allowed: str = "True or False") -> bool:
+    """The one rule for a switch (``fast_forward=``, ``phases=``, ``boot_states=``): True or
+    False, a Python bool (not 1, 0 or "yes")."""
+    return validate(_BOOL, value, field, allowed)
 
 
 def check_fast_forward(value: Any) -> bool:
     """``fast_forward=``: True (skip what the fast-forwards compute exactly) or False."""
-    return validate(_FAST_FORWARD, value, "fast_forward", "True or False")
+    return check_bool(value, "fast_forward")
 
 
 def check_load_balance(value: Any, env_id: str, options: tuple[str, ...]) -> bool:
@@ -408,7 +414,7 @@ def check_load_balance(value: Any, env_id: str, options: tuple[str, ...]) -> boo
 def check_kernel_option(value: Any, option: str, env_id: str, options: tuple[str, ...], what: str) -> bool:
     """A kernel option keyword (``load_balance=``, ``irq_threads=``): True or
     False; True only for an env whose ``options`` name it."""
-    on = validate(_FAST_FORWARD, value, option, "True or False")
+    on = check_bool(value, option)
     if on and option not in options:
         raise ConfigError(option, value, f"False for {env_id}: no version of "
                                          f"{env_id.rsplit('-v', 1)[0]} simulates {what}")
@@ -418,11 +424,12 @@ def check_kernel_option(value: Any, option: str, env_id: str, options: tuple[str
 def check_phases(value: Any, env_id: str) -> bool:
     """``phases=``: True or False (True: workloads that change within an
     episode, kenv.subsystems.phases; the phased versions' ids turn it on)."""
-    return validate(_FAST_FORWARD, value, "phases", f"True (phased workloads) or False ({env_id})")
+    return check_bool(value, "phases", f"True (phased workloads) or False ({env_id})")
 
 
+#: (a strict list: a set's order would not be reproducible, a mapping is no list)
 _NAME_LIST = TypeAdapter(Annotated[list[Annotated[str, Field(strict=True, max_length=200)]],
-                                   Field(min_length=1, max_length=64)])
+                                   Field(strict=True, min_length=1, max_length=64)])
 
 
 def check_action_names(value: Any, normalise: Callable[[str], str], field: str = "actions",
@@ -430,11 +437,10 @@ def check_action_names(value: Any, normalise: Callable[[str], str], field: str =
     """A non-empty list (or one string) of action names, each normalised by
     ``normalise`` (which raises ConfigError for a name not allowed); the
     normalised names must be unique (``cpu_relax()`` is ``cpu_relax``)."""
-    if isinstance(value, str):
-        value = [value]
-    if isinstance(value, Mapping) or not isinstance(value, (list, tuple)):
-        raise ConfigError(field, value, "a non-empty list of action names" + (f": {allowed}" if allowed else ""))
-    names = validate(_NAME_LIST, list(value), field, "a non-empty list of at most 64 action names (strings)")
+    if isinstance(value, (str, tuple)):
+        value = [value] if isinstance(value, str) else list(value)
+    names = validate(_NAME_LIST, value, field, "a non-empty list of at most 64 action names (strings)"
+                     + (f": {allowed}" if allowed else ""))
     out = tuple(normalise(a) for a in names)
     seen: dict[str, str] = {}
     for raw, n in zip(names, out):
@@ -550,7 +556,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES", "ResetOptions",
-    "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_actions_per_decision", "check_mix", "check_mix_file",
+    "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_actions_per_decision", "check_bool", "check_mix", "check_mix_file",
     "check_choice", "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
     "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
     "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed", "to_config_error", "validate",

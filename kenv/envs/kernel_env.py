@@ -11,6 +11,7 @@ import numpy as np
 from ..drivers.raid6 import raid6_behaviour
 from ..errors import ConfigError
 from ..platforms import get_platform
+from ..schema import check_bool
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
@@ -441,9 +442,7 @@ class KernelEnv(KenvEnv):
     PREVIOUS_ACTION = "previous action, one-hot per dimension"
 
     def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):
-        if type(boot_states) is not bool:
-            raise ConfigError("boot_states", boot_states, "True (kenv/Kernel-v1) or False (kenv/Kernel-v0)")
-        self.boot_states = boot_states
+        self.boot_states = check_bool(boot_states, "boot_states", "True (kenv/Kernel-v1) or False (kenv/Kernel-v0)")
         if boot_states:
             # kenv/Kernel-v1 (issue #30): boot-time starting states in the mix
             # (scenario field ``start``) and the crng state in the observation

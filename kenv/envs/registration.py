@@ -17,6 +17,7 @@ from types import MappingProxyType
 import gymnasium as gym
 
 from ..errors import ConfigError
+from ..schema import check_choice
 
 #: what ``kenv/Raid6Bench-v1`` turns on: CFS load balancing in the simulated
 #: kernel (kenv.kernel.balance; issue #30 part 1)
@@ -110,9 +111,7 @@ BENCHMARK_IDS = tuple(i for i in ENV_IDS if i not in CONTROL_IDS)
 def check_env_id(env_id: object, field: str = "env") -> str:
     """The one check of a kenv environment id (the CLIs' ``--env``, ``kenv bench``, the
     agents' configs and commands): a ConfigError naming ``field``, the value and the ids."""
-    if not isinstance(env_id, str) or env_id not in ENV_IDS:
-        raise ConfigError(field, env_id, ", ".join(ENV_IDS))
-    return env_id
+    return check_choice(env_id, field, ENV_IDS)
 
 
 def env_id_arg(text: str) -> str:
