@@ -368,6 +368,22 @@ def _int_adapter(lo: int, hi: int | None, optional: bool) -> TypeAdapter:
     return TypeAdapter(t | None if optional else t)
 
 
+def check_number(value: Any, field: str, gt: float, le: float, allowed: str, *, optional: bool = False) -> float | None:
+    """The one rule for a real number given to a function (simulated seconds): an int or
+    a float, finite, ``gt < value <= le`` (:func:`cli_float`'s bounds), or None where
+    ``optional``; bools and strings are not numbers.  Returns it as a float."""
+    try:
+        return _number_adapter(gt, le, optional).validate_python(value)
+    except ValidationError:
+        raise ConfigError(field, value, allowed) from None
+
+
+@lru_cache(maxsize=64)   # (one per bounds kenv checks: a few)
+def _number_adapter(gt: float, le: float, optional: bool) -> TypeAdapter:
+    t = Annotated[float, Field(strict=True, gt=gt, le=le, allow_inf_nan=False)]
+    return TypeAdapter(t | None if optional else t)
+
+
 def check_choice(value: Any, field: str, choices: Sequence[Any], allowed: str | None = None) -> Any:
     """The one rule for a value from a fixed list (a mode, a platform, a policy, a kernel
     option): one of ``choices``, compared as ``==`` does (``1024.0`` is ``1024``); returns
@@ -555,9 +571,12 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 
 __all__ = [
-    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath", "RENDER_MODES", "ResetOptions",
-    "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_actions_per_decision", "check_bool", "check_mix", "check_mix_file",
-    "check_choice", "check_fast_forward", "check_name_or_path", "check_profile_arg", "check_profile_file", "check_render_mode", "check_reset_options",
-    "check_phases", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed", "cli_count", "cli_count0", "cli_float",
-    "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed", "to_config_error", "validate",
+    "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath",
+    "RENDER_MODES", "ResetOptions", "RewardProfileFile", "RewardWeights", "Weight", "check_action_names",
+    "check_actions_per_decision", "check_bool", "check_choice", "check_fast_forward", "check_int",
+    "check_kernel_option", "check_load_balance", "check_mix", "check_mix_file", "check_name_or_path",
+    "check_number", "check_phases", "check_profile_arg", "check_profile_file", "check_render_mode",
+    "check_reset_options", "check_reward_weights", "check_scenario", "check_scenario_arg", "check_seed",
+    "cli_count", "cli_count0", "cli_float", "cli_int", "cli_integer", "cli_seconds", "cli_seed", "cli_train_seed",
+    "to_config_error", "validate"
 ]

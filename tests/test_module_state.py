@@ -47,6 +47,7 @@ ALLOWED = {
     ("kenv.schema", "_int_adapter"): "bounded memo of a pure function",
     ("kenv.schema", "_choice_adapter"): "bounded memo of a pure function",
     ("kenv.schema", "_per_decision"): "bounded memo of a pure function",
+    ("kenv.schema", "_number_adapter"): "bounded memo of a pure function",
 }
 
 _CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None), range, re.Pattern,

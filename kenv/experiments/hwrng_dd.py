@@ -38,12 +38,11 @@ from ..drivers.hwrng import (
 )
 from ..fastforward.hwrng import HwrngLearned
 from ..drivers.random import InputPool
-from ..errors import ConfigError
 from ..kernel.core import Kernel, Task, check_preempt_model
 from ..kernel.rcu import RcuStall
 from ..platforms import get_platform
 from ..platforms.base import Platform
-from ..schema import MAX_SECONDS, check_choice, check_int, check_seed, cli_int, cli_seconds
+from ..schema import MAX_SECONDS, check_choice, check_int, check_number, check_seed, cli_int, cli_seconds
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..workloads.dd import Dd, start_dd
 from . import ReproRow
@@ -278,11 +277,8 @@ def check_args(platform: object, wait: object, nbytes: object, preempt: object, 
     if preempt is None:
         preempt = plat.preempt
     check_preempt_model(preempt)
-    if seconds is not None:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_SECONDS:
-            raise ConfigError("seconds", seconds, f"a number of seconds > 0 and <= {MAX_SECONDS:g}, "
-                              "or None (until dd completes)")
-        seconds = float(seconds)
+    seconds = check_number(seconds, "seconds", 0.0, MAX_SECONDS, f"a number of seconds > 0 and <= {MAX_SECONDS:g}, "
+                           "or None (until dd completes)", optional=True)
     return plat, w, nbytes, preempt, seconds, check_seed(seed, optional=False)
 
 
