@@ -159,6 +159,9 @@ def _rewrite(path: str, edit) -> None:
      "checkpoints"),
     (lambda r: (_partial(r), open(os.path.join(r, "checkpoints", "model_512_steps.json"), "w").write("[512]")),
      "model_512_steps.json"),
+    # a record of another checkpoint: the field that does not fit is named (CheckpointRecord)
+    (lambda r: (_partial(r), open(os.path.join(r, "checkpoints", "model_512_steps.json"), "w")
+                .write('{"steps": 256, "wall_s": 1.0}')), "model_512_steps.json.steps: got 256"),
     (lambda r: (_partial(r), open(os.path.join(r, "checkpoints", "model_512_steps.zip"), "wb").write(b"PK\x03")),
      "model_512_steps.zip"),
     (lambda r: (_partial(r), open(os.path.join(r, "checkpoints", "state_512_steps.pkl"), "wb").write(b"junk")),
