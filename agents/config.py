@@ -319,6 +319,8 @@ def _block_error(err: ValidationError, model: type[ZooBlock], where: str, algo: 
     ctx = first.get("ctx") or {}
     if isinstance(ctx.get("error"), ConfigError):   # a validator's own (policy_kwargs, env_wrapper, data)
         return ctx["error"]
+    if not first["loc"]:   # the block itself
+        return ConfigError(where, first.get("input"), "a mapping of hyperparameters (n_envs, n_timesteps, policy, ...)")
     key, value = str(first["loc"][0]), first.get("input")
     if first["type"] == "extra_forbidden":
         return ConfigError(f"{where}.{key}", key, f"a {algo.upper()} argument or a Zoo key: "
@@ -336,8 +338,6 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
     """One env's block of a config file as a TrainConfig: its fields by :func:`block_model`,
     then what only the objects can tell (policy_kwargs, the wrapper, the env's kwargs)."""
     where = f"{label}: {env_id}"
-    if not isinstance(block, dict):
-        raise ConfigError(where, block, "a mapping of hyperparameters (n_envs, n_timesteps, policy, ...)")
     model = block_model(algo)
     try:
         m = model.model_validate(block, context={"where": where})
