@@ -46,10 +46,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
 
 
-from kenv.envs.registration import BENCHMARK_IDS, check_env_id
+from kenv.envs.registration import BENCHMARK_IDS, RENAMED, check_env_id
 from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE, normalized_score
 from kenv.errors import ConfigError
 from kenv.schema import check_choice, check_int, cli_integer
@@ -123,9 +124,11 @@ def plan(env_ids: Sequence[str], algos: Sequence[str]) -> tuple[list[tuple[str, 
     return pairs, skipped
 
 
-def _parse_list(value, flag: str, allowed: Sequence[str]) -> list[str]:
+def _parse_list(value, flag: str, allowed: Sequence[str], renamed: Mapping[str, str] = MappingProxyType({})) -> list[str]:
+    """The comma-separated (or listed) items of ``value``, each in ``allowed`` (an old name of
+    ``renamed``: its new one), once each."""
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    items = [str(i).strip() for i in items]
+    items = [renamed.get(i, i) for i in (str(i).strip() for i in items)]
     if not items or any(not i for i in items):
         raise ConfigError(flag, value, "a comma-separated list of " + ", ".join(allowed))
     for i in items:
@@ -140,7 +143,7 @@ def benchmark(envs: Sequence[str] | str | None = None, algos: Sequence[str] | st
     """Run (or resume) the benchmark; see the module docstring."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    env_ids = list(BENCHMARK_IDS) if envs is None else _parse_list(envs, "--envs", BENCHMARK_IDS)
+    env_ids = list(BENCHMARK_IDS) if envs is None else _parse_list(envs, "--envs", BENCHMARK_IDS, RENAMED)
     for e in env_ids:
         check_env_id(e, "--envs")
     algo_list = list(DEFAULT_ALGOS) if algos is None else _parse_list(algos, "--algos", ALGO_NAMES)

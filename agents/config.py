@@ -137,10 +137,11 @@ def read_config_file(config: str | os.PathLike) -> tuple[dict, str]:
 
 
 def registered_env_ids() -> list[str]:
-    """The kenv ids rediscover runs by default: every registered one but discover's controls."""
-    from kenv.envs.registration import CONTROL_IDS
+    """The kenv ids rediscover runs by default: every one to use but discover's controls
+    (not the old ids, kenv.envs.registration.RENAMED: the same envs again)."""
+    from kenv.envs.registration import BENCHMARK_IDS
 
-    return sorted(i for i in gym.registry if i.startswith("kenv/") and i not in CONTROL_IDS)
+    return sorted(BENCHMARK_IDS)
 
 
 def config_env_ids(data: Mapping) -> list[str]:
@@ -167,7 +168,7 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
         if len(blocks) != 1:
             raise ConfigError("--env", None, f"one of the env ids in {label}: " + ", ".join(blocks))
         env_id = blocks[0]
-    check_env_id(env_id)
+    env_id = check_env_id(env_id)   # (an old id: the block of the id that replaces it)
     _check_algo_space(algo, env_id, {})
     with about("config"):   # (the file's errors name the file and a key in it)
         check_choice(env_id, f"{label}: env", blocks, "an env id with a block in this file: " + ", ".join(blocks))

@@ -12,7 +12,7 @@ kernel offers; :func:`action_set`) on held-out episodes:
     ``migrate_disable``);
 ``best_static``
     the oracle over constant policies: every static action (every combination, for
-    kenv/Kernel-v0) is played on ``--seeds`` *selection* episodes; the one with the best
+    kenv/Kernel-v3) is played on ``--seeds`` *selection* episodes; the one with the best
     mean return there is chosen, then reported on the held-out episodes.  The patched
     action is one of the candidates, so on the selection episodes ``best_static >=
     patched`` holds by construction;
@@ -139,7 +139,7 @@ RULE_DEPTH = 3
 #: below this ``rule_agreement`` the report warns that the rule does not describe the
 #: network (``rule_agreement_low`` in --json): a rule that disagrees with it on more than
 #: one held-out state in five is another policy, not its summary.  A choice, not a
-#: measurement; tiny --seeds give the trees few states to fit (1.3% on Kernel-v2 with
+#: measurement; tiny --seeds give the trees few states to fit (1.3% on KernelPhased-v0 with
 #: --steps 256 --seeds 2)
 RULE_AGREEMENT_MIN = 0.8
 #: a policy spinning more than this share of a CPU in cpu_relax() is one a kernel developer refuses
@@ -150,14 +150,14 @@ FORMAT = 3
 #: waits the upstream review of the bcm2835 fix tried besides the three in the env's
 #: default set (kernel-notes.md section 3, "Also tried in the review thread")
 HWRNG_REVIEW_WAITS = ("usleep_range(100,200)", "usleep_range(200,400)", "hwrng_msleep(20)")
-#: the action dimensions of kenv/Kernel-v0 and the single env whose choices each takes
-KERNEL_DIMENSIONS = (("deferral", "kenv/RandomMix-v0"), ("wait", "kenv/HwrngWait-v0"),
-                     ("raid6", "kenv/Raid6Bench-v0"))
+#: the action dimensions of kenv/Kernel-v3 and the single env whose choices each takes
+KERNEL_DIMENSIONS = (("deferral", "kenv/RandomMix-v2"), ("wait", "kenv/HwrngWait-v2"),
+                     ("raid6", "kenv/Raid6Bench-v3"))
 #: where each decision sits in the kernel, per action dimension (for the rule's text)
-SITES = {"kenv/RandomMix-v0": ("add_interrupt_randomness()",),
-         "kenv/HwrngWait-v0": ("bcm2835_rng_read()",),
-         "kenv/Raid6Bench-v0": ("raid6_choose_gen()",),
-         "kenv/Kernel-v0": ("add_interrupt_randomness()", "bcm2835_rng_read()", "raid6_choose_gen()")}
+SITES = {"kenv/RandomMix-v2": ("add_interrupt_randomness()",),
+         "kenv/HwrngWait-v2": ("bcm2835_rng_read()",),
+         "kenv/Raid6Bench-v3": ("raid6_choose_gen()",),
+         "kenv/Kernel-v3": ("add_interrupt_randomness()", "bcm2835_rng_read()", "raid6_choose_gen()")}
 #: choices the upstream review refused for a reason the reward does not see (source named)
 REVIEW_OBJECTIONS = {
     "usleep_range": "upstream requires sleeps in hwrng drivers to be cancellable through rng->dying "
@@ -167,7 +167,7 @@ REVIEW_OBJECTIONS = {
 
 # --------------------------------------------------------------------------- actions
 def family(env_id: str) -> str:
-    """The -v0 id of ``env_id``'s env class: every version and variant of an env (HwrngWait-v1,
+    """The base task's id of ``env_id``'s env class (its ENV_ID): every version and variant of an env (HwrngWaitPhased-v0,
     the HwrngWait controls) shares its class, its decision sites and its action choices."""
     return load_env_creator(gym.spec(env_id).entry_point).ENV_ID
 
@@ -177,10 +177,10 @@ def action_set(env_id: str, which: str = "extended") -> Any:
     the default choices, then every extended one the env accepts)."""
     if check_choice(which, "--actions", ACTION_SETS) == "default":
         return None
-    if family(env_id) == "kenv/Kernel-v0":
+    if family(env_id) == "kenv/Kernel-v3":
         return {dim: list(action_set(single)) for dim, single in KERNEL_DIMENSIONS}
     cls = type(gym.make(env_id).unwrapped)
-    extra = HWRNG_REVIEW_WAITS if family(env_id) == "kenv/HwrngWait-v0" else tuple(cls.EXTENDED_ACTIONS)
+    extra = HWRNG_REVIEW_WAITS if family(env_id) == "kenv/HwrngWait-v2" else tuple(cls.EXTENDED_ACTIONS)
     return list(cls.DEFAULT_ACTIONS) + list(extra)
 
 
@@ -465,7 +465,7 @@ def whole_rollouts(cfg: TrainConfig, steps: int) -> int:
     """``steps`` rounded up to whole rollouts: what PPO trains for ``--steps``.  The budget
     is set to it, not left for PPO to overshoot: a ``lin_`` learning-rate schedule counts
     down to 0 at the budget, and past it the rate turns negative (``--steps 64`` on
-    HwrngWait-v0 trained one 512-step rollout at -7 x 3e-3, ascending the loss)."""
+    HwrngWait-v2 trained one 512-step rollout at -7 x 3e-3, ascending the loss)."""
     return steps_to_train(replace(cfg, n_timesteps=steps))
 
 
@@ -1032,7 +1032,7 @@ def add_arguments(p) -> None:
     from kenv.envs.registration import env_id_arg
     from kenv.schema import cli_integer, cli_train_seed
 
-    p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
+    p.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v2")
     p.add_argument("--profile", default="all", help="reward profile (balanced, latency, throughput, a YAML path) "
                    "or all (default)")
     p.add_argument("--actions", default="extended", choices=ACTION_SETS,

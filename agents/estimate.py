@@ -21,30 +21,35 @@ import sys
 from types import MappingProxyType
 from typing import Any, Callable
 
+from kenv.envs.registration import canonical_id
+
 #: above this (s), a command says how long it will take before it starts
 LONG_JOB_S = 3600.0
 #: env steps per second of SB3 PPO training with the shipped config, per id (measured: module doc)
 TRAIN_STEPS_PER_S = MappingProxyType({
-    "kenv/HwrngWait-v0": 2890, "kenv/HwrngWait-v1": 2950, "kenv/Kernel-v0": 960, "kenv/Kernel-v1": 1010,
-    "kenv/Kernel-v2": 910, "kenv/Raid6Bench-v0": 2860, "kenv/Raid6Bench-v1": 2680, "kenv/Raid6Bench-v2": 2490,
-    "kenv/RandomMix-v0": 2510, "kenv/RandomMix-v1": 2340,
+    "kenv/HwrngWait-v2": 2890, "kenv/HwrngWaitPhased-v0": 2950, "kenv/Kernel-v3": 960,
+    "kenv/KernelBoot-v0": 1010, "kenv/KernelPhased-v0": 910, "kenv/Raid6Bench-v3": 2860,
+    "kenv/Raid6BenchBalanced-v0": 2680, "kenv/Raid6BenchPhased-v0": 2490, "kenv/RandomMix-v2": 2510,
+    "kenv/RandomMixPhased-v0": 2340,
 })
 #: seconds per evaluation episode of one policy, per id (measured: module doc)
 EPISODE_S = MappingProxyType({
-    "kenv/HwrngWait-v0": 0.0048, "kenv/HwrngWait-v1": 0.0040, "kenv/Kernel-v0": 0.0407, "kenv/Kernel-v1": 0.0389,
-    "kenv/Kernel-v2": 0.0662, "kenv/Raid6Bench-v0": 0.0019, "kenv/Raid6Bench-v1": 0.0026,
-    "kenv/Raid6Bench-v2": 0.0030, "kenv/RandomMix-v0": 0.0053, "kenv/RandomMix-v1": 0.0074,
+    "kenv/HwrngWait-v2": 0.0048, "kenv/HwrngWaitPhased-v0": 0.0040, "kenv/Kernel-v3": 0.0407,
+    "kenv/KernelBoot-v0": 0.0389, "kenv/KernelPhased-v0": 0.0662, "kenv/Raid6Bench-v3": 0.0019,
+    "kenv/Raid6BenchBalanced-v0": 0.0026, "kenv/Raid6BenchPhased-v0": 0.0030, "kenv/RandomMix-v2": 0.0053,
+    "kenv/RandomMixPhased-v0": 0.0074,
 })
 
 
 def train_s(env_id: str, steps: int) -> float:
-    """Seconds to train ``steps`` env steps on ``env_id`` (an unknown id: the slowest rate)."""
-    return steps / TRAIN_STEPS_PER_S.get(env_id, min(TRAIN_STEPS_PER_S.values()))
+    """Seconds to train ``steps`` env steps on ``env_id`` (an old id: its new one's rate; an
+    unknown id: the slowest rate)."""
+    return steps / TRAIN_STEPS_PER_S.get(canonical_id(env_id), min(TRAIN_STEPS_PER_S.values()))
 
 
 def episodes_s(env_id: str, episodes: int) -> float:
     """Seconds to play ``episodes`` evaluation episodes on ``env_id``."""
-    return episodes * EPISODE_S.get(env_id, max(EPISODE_S.values()))
+    return episodes * EPISODE_S.get(canonical_id(env_id), max(EPISODE_S.values()))
 
 
 def estimate_s(command: str, args: Any) -> float | None:

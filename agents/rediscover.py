@@ -20,7 +20,7 @@ When does the choice matter?
     noise, paired by episode (every action meets the same seeds, and the same phase
     schedules where the env has phases): ``mean(d) > ci95(d) + 1% x max(1,
     |mean(patched)|, |mean(other)|)``, ``d`` the per-episode differences patched -
-    other.  For a MultiDiscrete env (kenv/Kernel-v0)
+    other.  For a MultiDiscrete env (kenv/Kernel-v3)
     each decision is judged on its own: "other" ranges over the actions that differ from
     the patched combination in that decision only.  Where the choice does not matter
     (a tie, or another action better: the trade-off contexts) any learned choice is fine;
@@ -449,11 +449,11 @@ class RediscoverResult:
     def format_text(self) -> str:
         lines = [f"kenv rediscover: {self.algo.upper()} with {self.config}, seeds {_seed_range(self.seeds)}, "
                  f"{EVAL_EPISODES} evaluation episodes (seeds {EVAL_SEED}+), out {self.out}", ""]
-        head = (f"{'env':<22} {'seed':>4}  {'patched':<24} {'verdict':<8}  {'learned where it matters':<30} "
+        head = (f"{'env':<28} {'seed':>4}  {'patched':<24} {'verdict':<8}  {'learned where it matters':<30} "
                 f"{'return learned':>16} {'patched':>8} {'oracle':>8} {'steps':>7} {'wall_s':>7}")
         lines += [head, "-" * len(head)]
         for r in self.rows:
-            lines.append(f"{r['env']:<22} {r['seed']:>4}  {_clip(r['patched'], 24):<24} {r['verdict'] or '-':<8}  "
+            lines.append(f"{r['env']:<28} {r['seed']:>4}  {_clip(r['patched'], 24):<24} {r['verdict'] or '-':<8}  "
                          f"{_clip(r['learned_where_it_matters'], 30):<30} "
                          f"{r['return_learned']:>8.3f} ± {r['return_learned_ci95']:<5.2f} "
                          f"{r['return_patched']:>8.3f} {r['return_oracle']:>8.3f} {r['steps']:>7} {r['wall_s']:>7.1f}")
@@ -629,8 +629,7 @@ def rediscover(envs: Sequence[str] | None = None, seeds: int = 1, out: str = DEF
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     env_ids = list(envs) if envs else registered_env_ids()
-    for e in env_ids:
-        check_env_id(e, "--envs")
+    env_ids = [check_env_id(e, "--envs") for e in env_ids]   # (an old id: the id that replaces it)
     env_ids = list(dict.fromkeys(env_ids))   # (an id given twice is one env: two workers trained one run dir)
     check_int(seeds, "--seeds", 1, MAX_SEEDS)
     check_int(n_timesteps, "--n-timesteps", 1, MAX_TIMESTEPS, optional=True)

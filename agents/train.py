@@ -1,6 +1,6 @@
 """``kenv train``: an SB3 agent on a kenv environment, from an RL-Zoo-style YAML config.
 
-    kenv train --config ppo [--env kenv/Raid6Bench-v0] [--seed 0] [--out DIR] [--resume]
+    kenv train --config ppo [--env kenv/Raid6Bench-v3] [--seed 0] [--out DIR] [--resume]
     kenv train --config configs/train/ppo.yaml --algo a2c ...
 
 This module is the training loop and its command line; the rest of ``kenv.agents`` is
@@ -27,7 +27,7 @@ Config files
     only allow-listed activation functions and optimisers; ``env_wrapper`` only the
     wrappers of :data:`ALLOWED_WRAPPERS`, with plain-data arguments.  The
     algorithm comes from ``--algo`` or the file name (``ppo.yaml`` -> PPO), so
-    ``python -m rl_zoo3.train --algo ppo --gym-packages kenv --env kenv/Raid6Bench-v0
+    ``python -m rl_zoo3.train --algo ppo --gym-packages kenv --env kenv/Raid6Bench-v3
     --conf-file configs/train/ppo.yaml`` reads the same file.  One kenv extension:
     ``env_kwargs`` (a mapping given to ``gym.make``), which the Zoo does not know (it
     takes ``--env-kwargs`` on its command line); the shipped files do not use it.
@@ -36,7 +36,7 @@ Config files
     :class:`ConfigError`.
 
 Run directory (``--out``; default ``runs/<env>__<algo>__<seed>``, e.g.
-``runs/kenv_Raid6Bench-v0__ppo__0``: no timestamp, so that ``--resume`` finds it)
+``runs/kenv_Raid6Bench-v3__ppo__0``: no timestamp, so that ``--resume`` finds it)
     ``run.yaml``               the resolved configuration and its fingerprint
     ``logs/progress*.csv``     SB3 scalars (``progress.csv``; a resumed segment writes
                                ``progress_resumed_<steps>.csv``)

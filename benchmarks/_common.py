@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from kenv.envs.registration import ENVS
+from kenv.envs.registration import ENVS, RENAMED
 
 
 def cartpole_reference(steps: int) -> float:
@@ -62,11 +62,12 @@ def check_chunk_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> l
 
 
 def env_ids(ap: argparse.ArgumentParser, chosen: list[str] | None) -> list[str]:
-    """The ``--env`` ids asked for (all kenv envs if none), each checked
-    against the registered ones (an argparse error naming it otherwise)."""
+    """The ``--env`` ids asked for (all kenv envs if none; an old id of
+    kenv.envs.registration.RENAMED only when asked for), each checked against
+    the registered ones (an argparse error naming it otherwise)."""
     known = [e[0] for e in ENVS]
     for env_id in chosen or []:
-        if env_id not in known:
+        if env_id not in known and env_id not in RENAMED:
             ap.error(f"--env: unknown env {env_id!r}; allowed: {', '.join(known)}")
     return list(chosen or known)
 

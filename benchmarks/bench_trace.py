@@ -45,7 +45,7 @@ EXPERIMENTS = [
      dict(deferral="workqueue", time_s=5.0, baseline=False), 2),
 ]
 
-ENV_IDS = ["kenv/RandomMix-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", "kenv/Kernel-v0"]
+ENV_IDS = ["kenv/RandomMix-v2", "kenv/HwrngWait-v2", "kenv/Raid6Bench-v3", "kenv/Kernel-v3"]
 
 
 def env_steps(env_id: str, steps: int, seed: int = 0, **kwargs) -> float:

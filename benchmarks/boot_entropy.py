@@ -1,9 +1,9 @@
-"""Entropy at boot in kenv/Kernel-v1: time to crng READY and the entropy component, per policy.
+"""Entropy at boot in kenv/KernelBoot-v0: time to crng READY and the entropy component, per policy.
 
     PYTHONPATH=. python benchmarks/boot_entropy.py [--episodes 20] [--seed 0] [--profile balanced]
 
 Every policy plays the episodes ``kenv evaluate`` plays (episode i resets with
-seed ``seed + i``) on Kernel-v1's default mix (every episode starts at boot,
+seed ``seed + i``) on KernelBoot-v0's default mix (every episode starts at boot,
 before crng READY).  Printed per policy: the return and the episode's entropy
 component (mean and 95% interval, Student t, as ``kenv evaluate``); the time
 from the episode's start to crng READY (an episode that ends before READY is
@@ -25,7 +25,7 @@ from kenv.agents.baselines import action_label, build_oracle, make_policy
 from kenv.agents.evaluate import ci95
 from kenv.sim.engine import NSEC_PER_SEC
 
-ENV_ID = "kenv/Kernel-v1"
+ENV_ID = "kenv/KernelBoot-v0"
 POLICIES = ("original", "pre_patch", "patched", "random")
 
 

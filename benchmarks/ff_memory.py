@@ -1,10 +1,10 @@
-"""Resident memory of a long HwrngWait-v0 run whose agent tries many waits.
+"""Resident memory of a long HwrngWait-v2 run whose agent tries many waits.
 
     PYTHONPATH=. python benchmarks/ff_memory.py [--steps 400000] [--waits 40] [--every 50000]
 
 The hwrng fast-forward learns wait cycles per machine, poller and wait
 (kenv.fastforward.hwrng); an agent that tries many waits (``hwrng_msleep(MS)``,
-``usleep_range(MIN,MAX)``) makes many tables.  This runs one HwrngWait-v0
+``usleep_range(MIN,MAX)``) makes many tables.  This runs one HwrngWait-v2
 env for ``--steps`` steps under uniformly random actions over ``--waits``
 different waits (episodes of the default 48 steps, seeds 0, 1, ...) and
 prints the process's resident memory (VmRSS, /proc/self/status) after the
@@ -60,7 +60,7 @@ def main() -> None:
     kwargs = {"actions": waits(args.waits)}
     if not args.fast_forward:
         kwargs["fast_forward"] = False
-    env = gym.make("kenv/HwrngWait-v0", **kwargs)
+    env = gym.make("kenv/HwrngWait-v2", **kwargs)
     t0 = time.perf_counter()
     seed, steps, base = 0, 0, None
     env.reset(seed=seed)

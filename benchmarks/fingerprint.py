@@ -10,6 +10,10 @@ everything the env returned -- observations, rewards, terminated, truncated and
 info -- shortened to 16 hex digits.  Run it on the commit before a change and on
 the change: any difference in any step shows.  The tests check each
 fast-forward against simulating every event; this checks a whole change at once.
+
+Without ``--env`` it prints every id to use, then every old id
+(kenv.envs.registration.RENAMED), and fails (exit 1, a line on stderr) if an old
+id's fingerprint differs from the id that replaces it: a renaming keeps the dynamics.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 import kenv  # noqa: F401  (registers the envs)
+from kenv.envs.registration import RENAMED
 from kenv.agents.files import json_default  # numpy values as plain JSON (what info holds)
 from _common import env_ids
 
@@ -59,9 +64,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be >= 1")
-    ids = env_ids(ap, args.env)
+    ids = env_ids(ap, args.env) + ([] if args.env else list(RENAMED))
+    got = {}
     for env_id in ids:
-        print(f"{env_id:<20} {fingerprint(env_id, args.steps, args.seed)}")
+        got[env_id] = fingerprint(env_id, args.steps, args.seed)
+        print(f"{env_id:<28} {got[env_id]}", flush=True)
+    differ = [f"{old} {got[old]} != {new} {got[new]}" for old, new in RENAMED.items()
+              if old in got and new in got and got[old] != got[new]]
+    if differ:
+        raise SystemExit("fingerprint: an old id's dynamics differ from its new id's: " + "; ".join(differ))
 
 
 if __name__ == "__main__":

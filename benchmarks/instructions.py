@@ -3,14 +3,14 @@
     PYTHONPATH=. python benchmarks/instructions.py [--env ID ...] [--steps 1500] [--warmup 1000] [--json]
 
 ``kenv bench``'s wall-clock ratios move with the machine, not only with its
-load: the same simulator (1db2d4a) gave Kernel-v0 0.047-0.052x CartPole-v1 on one
+load: the same simulator (1db2d4a) gave Kernel-v3 0.047-0.052x CartPole-v1 on one
 2-core machine of this workplace and 0.067-0.072x on another (presumably
 because CartPole spends much of its step in numpy calls and kenv in plain
 Python, and CPUs differ in how fast they run each).
 A count of instructions (``valgrind --tool=callgrind``) does not depend on the
-load.  Two AVX2-only machines with ratios a third apart (Kernel-v0
+load.  Two AVX2-only machines with ratios a third apart (Kernel-v3
 0.050-0.052x and 0.067-0.072x) gave the same counts to within 0.15%, and an
-Intel Xeon with AVX-512 (0.042-0.044x) the same again (Kernel-v0 1,038,811
+Intel Xeon with AVX-512 (0.042-0.044x) the same again (Kernel-v3 1,038,811
 against 1,039,109; CartPole-v1 81,023 against 81,046).  That says less than
 it seems: valgrind's simulated CPU has no AVX-512, so numpy, which picks its
 kernels by SIMD level, finds none under it (``__cpu_features__`` there: AVX2,
@@ -30,10 +30,10 @@ the warm-up.  It is the dump's ``totals`` (the sum of its cost lines): two
 runs of the defaults agreed to within 0.13% per env.  It counts more than the difference of
 two whole runs (``cache_sim.py``'s method, which has no markers): 6% more
 with 200 steps after 200 on F (CartPole-v1 85,054 per step against 80,037
-from two whole callgrind runs and 80,189 from cachegrind's; Raid6Bench-v0
+from two whole callgrind runs and 80,189 from cachegrind's; Raid6Bench-v3
 682,078 against 641,476), though the ratio agreed (0.1247 against 0.1250);
 1.5-2.5% more at the defaults, against cache_sim.py's own defaults
-(CartPole-v1 81,057 against 79,863, Kernel-v0 1,038,556 against
+(CartPole-v1 81,057 against 79,863, Kernel-v3 1,038,556 against
 1,014,111).  What the extra is was not found; compare counts of one method
 only.  (Without a fixed hash
 seed, three CartPole runs gave totals within 0.2% and summary lines a few

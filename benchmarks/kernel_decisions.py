@@ -1,8 +1,8 @@
-"""What each decision costs inside kenv/Kernel-v0: its step rate with one decision held.
+"""What each decision costs inside kenv/Kernel-v3: its step rate with one decision held.
 
     PYTHONPATH=. python benchmarks/kernel_decisions.py [--steps 600] [--rounds 5] [--warmup 1000]
 
-Kernel-v0 runs the three simulations of the single envs in every step, so its
+Kernel-v3 runs the three simulations of the single envs in every step, so its
 rate depends on what each of them is asked to do.  This steps it as ``kenv
 bench`` does (uniformly random actions, resets counted, ``--warmup`` untimed
 steps first, alternating timed chunks with Gymnasium's CartPole-v1 in the same
@@ -24,7 +24,7 @@ import kenv  # noqa: F401  (registers the envs)
 from kenv.envs.bench import WARMUP, run_bench
 from kenv.envs.kernel_env import DIMENSIONS
 
-ENV_ID = "kenv/Kernel-v0"
+ENV_ID = "kenv/Kernel-v3"
 
 
 class HoldDecision(gym.ActionWrapper):
@@ -41,7 +41,7 @@ class HoldDecision(gym.ActionWrapper):
 
 
 def ratio(steps: int, rounds: int, warmup: int, seed: int, wrapper=None) -> float:
-    """Kernel-v0's ratio to CartPole-v1, measured by run_bench (``wrapper`` around the env)."""
+    """Kernel-v3's ratio to CartPole-v1, measured by run_bench (``wrapper`` around the env)."""
     (e,) = run_bench(steps=steps, env_ids=[ENV_ID], seed=seed, rounds=rounds, warmup=warmup,
                      wrapper=wrapper).envs
     return e["ratio_to_cartpole"]
@@ -49,7 +49,7 @@ def ratio(steps: int, rounds: int, warmup: int, seed: int, wrapper=None) -> floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=600, help="Kernel-v0 steps per case (default 600)")
+    ap.add_argument("--steps", type=int, default=600, help="Kernel-v3 steps per case (default 600)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating chunks per case (default 5)")
     ap.add_argument("--warmup", type=int, default=WARMUP,
                     help=f"untimed steps per case first (default {WARMUP}, as kenv bench)")

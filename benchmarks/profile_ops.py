@@ -1,6 +1,6 @@
 """Where a step's interpreter work goes: bytecodes executed per env step, per function.
 
-    PYTHONPATH=. python benchmarks/profile_ops.py --env kenv/Kernel-v0 [--steps 600] [--top 40]
+    PYTHONPATH=. python benchmarks/profile_ops.py --env kenv/Kernel-v3 [--steps 600] [--top 40]
 
 Wall-clock profiles on these noisy 2-core machines move by more than the
 changes worth looking for.  This one counts instead: ``sys.settrace`` with
@@ -50,7 +50,7 @@ def count_ops(env_id: str, warmup: int, steps: int, seed: int = 0):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", default="kenv/RandomMix-v0")
+    ap.add_argument("--env", default="kenv/RandomMix-v2")
     ap.add_argument("--warmup", type=int, default=300, help="steps before counting (default 300)")
     ap.add_argument("--steps", type=int, default=600, help="steps counted (default 600)")
     ap.add_argument("--top", type=int, default=30, help="functions listed (default 30)")

@@ -3,8 +3,8 @@
 Read top to bottom as CleanRL's ``ppo.py``: the arguments, ``make_env``, the agent, the loop.
 It needs only what kenv already installs (torch, gymnasium), so no extra::
 
-    python examples/cleanrl_ppo.py                      # kenv/HwrngWait-v0, 8,192 steps
-    python examples/cleanrl_ppo.py --env-id kenv/Raid6Bench-v0 --total-timesteps 16384
+    python examples/cleanrl_ppo.py                      # kenv/HwrngWait-v2, 8,192 steps
+    python examples/cleanrl_ppo.py --env-id kenv/Raid6Bench-v3 --total-timesteps 16384
 
 It ends by playing the learned policy greedily on 32 seeded evaluation episodes, beside the
 patched choice (``PATCHED`` of the env) and uniform random actions on the same episodes.
@@ -14,7 +14,7 @@ the vector env uses ``autoreset_mode=SAME_STEP`` (Gymnasium >= 1.1), the semanti
 CleanRL's loop was written for (the step that ends an episode returns the next episode's
 first observation); episode returns are summed here instead of by RecordEpisodeStatistics;
 no TensorBoard. As in CleanRL, a truncated episode is not bootstrapped. Discrete action
-spaces only (kenv/Kernel-v0's MultiDiscrete is not handled here).
+spaces only (kenv/Kernel-v3's MultiDiscrete is not handled here).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import kenv  # noqa: F401  (registers the kenv/... ids)
 
 @dataclass
 class Args:
-    env_id: str = "kenv/HwrngWait-v0"
+    env_id: str = "kenv/HwrngWait-v2"
     seed: int = 1
     total_timesteps: int = 8192
     learning_rate: float = 2.5e-3

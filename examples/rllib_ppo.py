@@ -4,10 +4,10 @@ Needs the ``rllib`` extra (Ray RLlib; tested with ray 2.60.0)::
 
     pip install torch==2.13.0 && pip install -e '.[rllib]'
     python examples/rllib_ppo.py                                  # 2 iterations, 2 runners x 2 envs
-    python examples/rllib_ppo.py --iterations 10 --env-id kenv/Raid6Bench-v0
+    python examples/rllib_ppo.py --iterations 10 --env-id kenv/Raid6Bench-v3
 
 Spelling the env for RLlib.  RLlib's env runners are separate processes that have not
-imported kenv, so a bare ``.environment("kenv/HwrngWait-v0")`` fails in them with
+imported kenv, so a bare ``.environment("kenv/HwrngWait-v2")`` fails in them with
 ``NamespaceNotFound: Namespace kenv not found``.  Three spellings work:
 
 * ``--spelling register`` (default): register the id with RLlib's own registry in the
@@ -15,20 +15,20 @@ imported kenv, so a bare ``.environment("kenv/HwrngWait-v0")`` fails in them wit
   runner imports kenv itself); then the plain id works::
 
       from ray.tune.registry import register_env
-      register_env("kenv/HwrngWait-v0",
-                   lambda cfg: gym.make("kenv:kenv/HwrngWait-v0", **cfg))
-      PPOConfig().environment("kenv/HwrngWait-v0")
+      register_env("kenv/HwrngWait-v2",
+                   lambda cfg: gym.make("kenv:kenv/HwrngWait-v2", **cfg))
+      PPOConfig().environment("kenv/HwrngWait-v2")
 
 * ``--spelling module``: no registration; Gymnasium's ``module:id`` form, which imports
   the module ``kenv`` before looking the id up::
 
-      PPOConfig().environment("kenv:kenv/HwrngWait-v0")
+      PPOConfig().environment("kenv:kenv/HwrngWait-v2")
 
 * ``--spelling setup-hook``: the plain id, with Ray importing kenv's registration in every
   worker process as it starts::
 
       ray.init(runtime_env={"worker_process_setup_hook": "kenv.envs.registration.register_envs"})
-      PPOConfig().environment("kenv/HwrngWait-v0")
+      PPOConfig().environment("kenv/HwrngWait-v2")
 
 The run fails (exit status 1) if RLlib sampled no env step: RLlib itself carries on with
 ``num_env_steps_sampled_lifetime == 0`` when its env runners' envs crash.
@@ -42,7 +42,7 @@ import time
 
 import gymnasium as gym
 
-ENV_ID = "kenv/HwrngWait-v0"
+ENV_ID = "kenv/HwrngWait-v2"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -4,7 +4,7 @@ SubprocVectorEnv).
 Needs the ``tianshou`` extra (tested with tianshou 2.0.1)::
 
     pip install torch==2.13.0 && pip install -e '.[tianshou]'
-    python examples/tianshou_dqn.py                       # kenv/HwrngWait-v0, 4 epochs of 2,048 steps
+    python examples/tianshou_dqn.py                       # kenv/HwrngWait-v2, 4 epochs of 2,048 steps
     python examples/tianshou_dqn.py --vector subproc --epochs 10
 
 The algorithm is Tianshou 2's: ``DiscreteQLearningPolicy`` (epsilon-greedy) trained by
@@ -25,7 +25,7 @@ import numpy as np
 
 import kenv  # noqa: F401  (registers the kenv/... ids)
 
-ENV_ID = "kenv/HwrngWait-v0"
+ENV_ID = "kenv/HwrngWait-v2"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -4,7 +4,7 @@ Needs the ``torchrl`` extra (TorchRL and TensorDict; tested with torchrl 0.14.1,
 0.14.3)::
 
     pip install torch==2.13.0 && pip install -e '.[torchrl]'
-    python examples/torchrl_ppo.py                        # kenv/HwrngWait-v0, 4 envs, 8,192 frames
+    python examples/torchrl_ppo.py                        # kenv/HwrngWait-v2, 4 envs, 8,192 frames
     python examples/torchrl_ppo.py --num-envs 2 --total-frames 2048
 
 The loop is TorchRL's PPO tutorial: a ``Collector`` gathers ``frames_per_batch`` frames from
@@ -33,7 +33,7 @@ import numpy as np
 import kenv  # noqa: F401  (registers the kenv/... ids)
 from kenv.envs.registration import flat_id
 
-ENV_ID = "kenv/HwrngWait-v0"
+ENV_ID = "kenv/HwrngWait-v2"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

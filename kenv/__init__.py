@@ -1,7 +1,8 @@
 """kenv: a Gymnasium environment whose world is a simulated Linux kernel.
 
-``import kenv`` registers the environments (``kenv/RandomMix-v0``,
-``kenv/HwrngWait-v0``, ``kenv/Raid6Bench-v0``, ``kenv/Kernel-v0``, ``kenv/Kernel-v1``).
+``import kenv`` registers the environments (``kenv/RandomMix-v2``,
+``kenv/HwrngWait-v2``, ``kenv/Raid6Bench-v3``, ``kenv/Kernel-v3``, their variants
+such as ``kenv/KernelBoot-v0``, and the old ids; docs/environments.md, Which id).
 """
 
 __version__ = "0.1.0"

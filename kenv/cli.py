@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(_run=_reproduce)
 
     ev = sub.add_parser("evaluate", help="evaluate baseline policies on an environment")
-    ev.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/Raid6Bench-v0")
+    ev.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/Raid6Bench-v3")
     ev.add_argument("--policy", default="all",
                     help="original, pre_patch, patched, random, oracle, or all (default)")
     ev.add_argument("--episodes", type=cli_count, default=20, help="episodes per policy (default 20)")

@@ -423,7 +423,7 @@ def check_fast_forward(value: Any) -> bool:
 
 def check_load_balance(value: Any, env_id: str, options: tuple[str, ...]) -> bool:
     """``load_balance=``: True or False; True only for an env that offers it
-    (its ``-v1`` id turns it on)."""
+    (kenv/Raid6BenchBalanced-v0 turns it on)."""
     return check_kernel_option(value, "load_balance", env_id, options, "load balancing")
 
 

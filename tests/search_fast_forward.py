@@ -23,7 +23,7 @@ its number.  ``--irq-threads``: every draw of an env that offers
 it, with ``preempt`` "rt" in half of them.  ``--phases``: every draw passes
 ``phases=True`` (Kernel: with ``boot_states=True``, which it needs) and draws
 the phase fields too (the workloads that change within an episode, as in
-the -v1/-v2 ids).  Any difference counts: a fast-forward may only skip what it
+the Phased ids).  Any difference counts: a fast-forward may only skip what it
 computes exactly (docs/fast-forward.md).
 
 Not collected by pytest (its name does not start with ``test_``): a search
@@ -50,15 +50,15 @@ from kenv.envs.random_mix import RandomMixEnv
 #: per fast-forward: the envs that run it (a draw for it picks from its action
 #: set: hwrng waits, mix deferrals; ``fast_forward=False`` turns all of an env's off)
 FAST_FORWARDS = {
-    "hwrng": ("kenv/HwrngWait-v0", "kenv/Kernel-v0"),
-    "qperf": ("kenv/RandomMix-v0", "kenv/Kernel-v0"),
+    "hwrng": ("kenv/HwrngWait-v2", "kenv/Kernel-v3"),
+    "qperf": ("kenv/RandomMix-v2", "kenv/Kernel-v3"),
 }
-ENV_CLASSES = {"kenv/HwrngWait-v0": HwrngWaitEnv, "kenv/Kernel-v0": KernelEnv, "kenv/RandomMix-v0": RandomMixEnv}
+ENV_CLASSES = {"kenv/HwrngWait-v2": HwrngWaitEnv, "kenv/Kernel-v3": KernelEnv, "kenv/RandomMix-v2": RandomMixEnv}
 #: the hwrng waits a draw's action set is taken from
 WAITS = ("cpu_relax", "hwrng_yield", "hwrng_msleep(1000)", "hwrng_msleep(3)", "hwrng_msleep(20)",
          "usleep_range(50,60)", "usleep_range(100,200)", "usleep_range(500,700)", "usleep_range(3000,5000)")
 STEPS = 24
-#: step lengths of Kernel-v0 and RandomMix-v0 a draw picks from (the longer ones make slow detailed runs)
+#: step lengths of Kernel-v3 and RandomMix-v2 a draw picks from (the longer ones make slow detailed runs)
 STEP_MS = (5, 10, 20)
 
 
@@ -68,7 +68,7 @@ def draw(rnd: random.Random, ff: str, env_id: str, irq_threads: bool = False,
     kwargs: dict = {}
     fields = ENV_CLASSES[env_id].SCENARIO_FIELDS
     if phases:
-        kwargs = {"phases": True, **({"boot_states": True} if env_id == "kenv/Kernel-v0" else {})}
+        kwargs = {"phases": True, **({"boot_states": True} if env_id == "kenv/Kernel-v3" else {})}
         fields = ENV_CLASSES[env_id](**kwargs).SCENARIO_FIELDS   # with the phase fields
     scenario = {name: rnd.choice(values) for name, values in fields.items()}
     if "step_ms" in scenario:
@@ -80,8 +80,8 @@ def draw(rnd: random.Random, ff: str, env_id: str, irq_threads: bool = False,
             scenario["preempt"] = "rt"
     if ff == "hwrng":
         waits = rnd.sample(WAITS, rnd.randint(2, 4))
-        kwargs["actions"] = waits if env_id == "kenv/HwrngWait-v0" else {"wait": waits}
-    elif env_id == "kenv/RandomMix-v0":
+        kwargs["actions"] = waits if env_id == "kenv/HwrngWait-v2" else {"wait": waits}
+    elif env_id == "kenv/RandomMix-v2":
         kwargs["actions"] = rnd.choice([None, list(RandomMixEnv.DEFAULT_ACTIONS + RandomMixEnv.EXTENDED_ACTIONS)])
     return kwargs, [rnd.randrange(10**6) for _ in range(2)]
 

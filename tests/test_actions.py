@@ -1,4 +1,4 @@
-"""The action codecs (kenv.envs.actions): one for Discrete envs, one for Kernel-v0's MultiDiscrete."""
+"""The action codecs (kenv.envs.actions): one for Discrete envs, one for Kernel-v3's MultiDiscrete."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from kenv.agents import rediscover as rd
 from kenv.agents import train as tr
 from kenv.cli import main
 
-ENV = "kenv/Raid6Bench-v0"
+ENV = "kenv/Raid6Bench-v3"
 CLI = [sys.executable, "-m", "kenv.cli"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_FLAGS = ["--config", "ppo", "--env", ENV, "--n-timesteps", "1024", "--checkpoint-freq", "512",
@@ -56,7 +56,7 @@ def test_cli_policy_kwargs_exploit_runs_nothing(tmp_path):
     """The issue's exploit, through the real CLI: exit 2, one line naming policy_kwargs,
     and the shell command never ran."""
     (tmp_path / "evil.yaml").write_text(
-        'kenv/Raid6Bench-v0:\n  n_timesteps: 1024\n'
+        'kenv/Raid6Bench-v3:\n  n_timesteps: 1024\n'
         '  policy_kwargs: "dict(net_arch=[8], ortho_init=nn.functional.torch.os.system(\\"id > pwned\\"))"\n')
     p = _run(CLI + ["train", "--config", "evil.yaml", "--algo", "ppo", "--env", ENV, "--out", "tmp"], str(tmp_path))
     assert p.returncode == 2, p.stderr
@@ -67,14 +67,14 @@ def test_cli_policy_kwargs_exploit_runs_nothing(tmp_path):
 
 
 def test_cli_env_wrapper_imports_only_the_allow_list(tmp_path, capsys):
-    (tmp_path / "ppo.yaml").write_text("kenv/Raid6Bench-v0: {n_timesteps: 1024, env_wrapper: subprocess.Popen}\n")
+    (tmp_path / "ppo.yaml").write_text("kenv/Raid6Bench-v3: {n_timesteps: 1024, env_wrapper: subprocess.Popen}\n")
     line = _cli_error(capsys, ["train", "--config", str(tmp_path / "ppo.yaml"), "--env", ENV,
                                "--out", str(tmp_path / "run")])
     assert "env_wrapper" in line and "gymnasium.wrappers.TimeLimit" in line
 
 
 def test_cli_non_utf8_config_names_the_flag(tmp_path, capsys):
-    (tmp_path / "ppo.yaml").write_bytes(b"kenv/Raid6Bench-v0: {n_timesteps: \xff\xfe}\n")
+    (tmp_path / "ppo.yaml").write_bytes(b"kenv/Raid6Bench-v3: {n_timesteps: \xff\xfe}\n")
     assert "--config" in _cli_error(capsys, ["train", "--config", str(tmp_path / "ppo.yaml"), "--env", ENV])
 
 
@@ -186,9 +186,9 @@ def test_damaged_rediscover_cache_is_recomputed(tmp_path):
     kw = dict(envs=[ENV], seeds=1, n_timesteps=512, plots=False, workers=1, log=lambda s: None)
     out = str(tmp_path / "rd")
     first = rd.rediscover(out=out, **kw).to_dict()["rows"]
-    with open(os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "learned.json"), "w") as f:
+    with open(os.path.join(out, "kenv_Raid6Bench-v3", "seed_0", "learned.json"), "w") as f:
         f.write("[1]")
-    with open(os.path.join(out, "kenv_Raid6Bench-v0", "baselines.json"), "w") as f:
+    with open(os.path.join(out, "kenv_Raid6Bench-v3", "baselines.json"), "w") as f:
         f.write('{"fingerprint": "x"}')
     again = rd.rediscover(out=out, **kw).to_dict()["rows"]
     for r in first + again:
@@ -197,8 +197,8 @@ def test_damaged_rediscover_cache_is_recomputed(tmp_path):
 
 
 # ---------------------------------------------------------------- exact resume
-@pytest.mark.parametrize("env_id,algo", [("kenv/HwrngWait-v0", "ppo"),
-                                         pytest.param("kenv/RandomMix-v0", "dqn", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("env_id,algo", [("kenv/HwrngWait-v2", "ppo"),
+                                         pytest.param("kenv/RandomMix-v2", "dqn", marks=pytest.mark.slow)])
 def test_resume_is_the_uninterrupted_run(tmp_path, env_id, algo):
     """Stopped after a mid-run checkpoint (later files removed, as a kill leaves them) and
     resumed: the same model bit for bit, the same evaluations, summary and episodes.
@@ -312,7 +312,7 @@ def test_kill_9_leaves_no_process_and_resume_gives_the_uninterrupted_table(tmp_p
     proc = subprocess.Popen(CLI + RD_ARGS + ["--out", out, "--workers", "2"], cwd=str(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_checkpoint(proc, os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "checkpoints"))
+        _wait_for_checkpoint(proc, os.path.join(out, "kenv_Raid6Bench-v3", "seed_0", "checkpoints"))
         procs = _descendants(proc.pid)
         assert len(procs) >= 2  # the workers and the resource tracker
         proc.send_signal(signal.SIGKILL)
@@ -331,13 +331,13 @@ def test_kill_9_leaves_no_process_and_resume_gives_the_uninterrupted_table(tmp_p
     p = _run(CLI + RD_ARGS + ["--out", out, "--workers", "2", "--json"], str(tmp_path), timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     resumed = json.loads(p.stdout)["rows"]
-    result = json.load(open(os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "result.json")))
+    result = json.load(open(os.path.join(out, "kenv_Raid6Bench-v3", "seed_0", "result.json")))
     assert result["resumed_from"] is not None and result["steps"] == 2048
     # the uninterrupted run; the static-action table and baselines (no training in them,
     # written atomically, fingerprinted) are taken from the run above to save time
-    os.makedirs(str(tmp_path / "ref" / "kenv_Raid6Bench-v0"))
-    shutil.copy(os.path.join(out, "kenv_Raid6Bench-v0", "baselines.json"),
-                str(tmp_path / "ref" / "kenv_Raid6Bench-v0" / "baselines.json"))
+    os.makedirs(str(tmp_path / "ref" / "kenv_Raid6Bench-v3"))
+    shutil.copy(os.path.join(out, "kenv_Raid6Bench-v3", "baselines.json"),
+                str(tmp_path / "ref" / "kenv_Raid6Bench-v3" / "baselines.json"))
     ref = rd.rediscover([ENV], seeds=1, out=str(tmp_path / "ref"), workers=1, plots=False, n_timesteps=2048,
                         log=lambda s: None).to_dict()["rows"]
     for r in resumed + ref:
@@ -355,7 +355,7 @@ def test_second_run_on_the_same_out_is_refused_and_ctrl_c_exits_130(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=_ctrl_c_reaches_it)
     try:
-        _wait_for_file(proc, os.path.join(out, "kenv_Raid6Bench-v0", "seed_0", "run.yaml"))  # training
+        _wait_for_file(proc, os.path.join(out, "kenv_Raid6Bench-v3", "seed_0", "run.yaml"))  # training
         second = _run(CLI + long_args + ["--out", out], str(tmp_path))
         assert second.returncode == 2
         assert len(second.stderr.strip().split("\n")) == 1 and "Traceback" not in second.stderr
@@ -476,7 +476,7 @@ def test_stale_tmp_cleanup_removes_only_kenvs_own_files_and_modes_follow_the_uma
 def test_cli_train_refuses_a_render_mode_that_needs_a_screen(tmp_path, capsys):
     """issue #43: ``render_mode: human`` passed validation and died 30 s later; now a one-line
     config error naming the field, before anything is written."""
-    (tmp_path / "ppo.yaml").write_text("kenv/Raid6Bench-v0: {n_timesteps: 1024, env_kwargs: {render_mode: human}}\n")
+    (tmp_path / "ppo.yaml").write_text("kenv/Raid6Bench-v3: {n_timesteps: 1024, env_kwargs: {render_mode: human}}\n")
     line = _cli_error(capsys, ["train", "--config", str(tmp_path / "ppo.yaml"), "--env", ENV,
                                "--out", str(tmp_path / "run")])
     assert "env_kwargs.render_mode" in line and "human" in line and "rgb_array" in line

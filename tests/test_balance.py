@@ -217,19 +217,19 @@ def test_no_task_runs_outside_its_mask_or_on_two_cpus(specs, preempt):
 
 # ------------------------------------------------------------------ env versions
 
-def test_raid6bench_v1_runs_a_balancing_kernel_and_the_others_only_when_asked():
+def test_raid6bench_balanced_runs_a_balancing_kernel_and_the_others_only_when_asked():
     import gymnasium as gym
 
     import kenv  # noqa: F401  (registers the envs)
-    from kenv.envs.registration import ENV_KWARGS, ENVS, RAID6BENCH_V1
+    from kenv.envs.registration import ENV_KWARGS, ENVS, RAID6BENCH_BALANCED
 
     ids = [e[0] for e in ENVS]
-    assert ENV_KWARGS["kenv/Raid6Bench-v1"] is RAID6BENCH_V1
-    # Kernel-v1 is the boot-time version: no load balancing (its fast-forwards
+    assert ENV_KWARGS["kenv/Raid6BenchBalanced-v0"] is RAID6BENCH_BALANCED
+    # KernelBoot-v0 is the boot-time version: no load balancing (its fast-forwards
     # would decline every stretch); load_balance=True still turns it on
-    cases = (("kenv/Raid6Bench-v0", {}, False), ("kenv/Raid6Bench-v1", {}, True),
-             ("kenv/Kernel-v0", {}, False), ("kenv/Kernel-v1", {}, False),
-             ("kenv/Kernel-v0", {"load_balance": True}, True))
+    cases = (("kenv/Raid6Bench-v3", {}, False), ("kenv/Raid6BenchBalanced-v0", {}, True),
+             ("kenv/Kernel-v3", {}, False), ("kenv/KernelBoot-v0", {}, False),
+             ("kenv/Kernel-v3", {"load_balance": True}, True))
     for env_id, kwargs, on in cases:
         assert env_id in ids
         env = gym.make(env_id, **kwargs)
@@ -240,7 +240,7 @@ def test_raid6bench_v1_runs_a_balancing_kernel_and_the_others_only_when_asked():
             env.close()
 
 
-@pytest.mark.parametrize("env_id", ["kenv/RandomMix-v0", "kenv/HwrngWait-v0"])
+@pytest.mark.parametrize("env_id", ["kenv/RandomMix-v2", "kenv/HwrngWait-v2"])
 def test_load_balance_where_no_version_has_it_is_a_clear_error(env_id):
     import gymnasium as gym
 
@@ -261,7 +261,7 @@ def test_balancing_kernel_env_is_the_same_with_fast_forward_on_and_off(seed):
     import kenv  # noqa: F401
 
     def trajectory(ff):
-        env = gym.make("kenv/Kernel-v0", load_balance=True, fast_forward=ff)
+        env = gym.make("kenv/Kernel-v3", load_balance=True, fast_forward=ff)
         obs, info = env.reset(seed=seed)
         env.action_space.seed(seed)
         out, done = [obs.tobytes()], False

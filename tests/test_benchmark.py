@@ -19,7 +19,7 @@ import pytest
 from kenv.agents.benchmark import plan
 from kenv.cli import build_parser, main
 
-ENV = "kenv/HwrngWait-v0"
+ENV = "kenv/HwrngWait-v2"
 TINY = ["--envs", ENV, "--seeds", "2", "--n-timesteps", "512", "--workers", "1", "--no-progress"]
 
 
@@ -57,9 +57,9 @@ def test_the_table_has_a_row_per_algo_and_baseline(run):
 
 
 def test_dqn_is_skipped_where_the_space_is_not_discrete():
-    pairs, skipped = plan(["kenv/Kernel-v0", ENV], ["ppo", "dqn"])
-    assert pairs == [("kenv/Kernel-v0", "ppo"), (ENV, "ppo"), (ENV, "dqn")]
-    assert [(s["env"], s["algo"]) for s in skipped] == [("kenv/Kernel-v0", "dqn")]
+    pairs, skipped = plan(["kenv/Kernel-v3", ENV], ["ppo", "dqn"])
+    assert pairs == [("kenv/Kernel-v3", "ppo"), (ENV, "ppo"), (ENV, "dqn")]
+    assert [(s["env"], s["algo"]) for s in skipped] == [("kenv/Kernel-v3", "dqn")]
     assert "MultiDiscrete" in skipped[0]["why"] and "DQN needs Discrete" in skipped[0]["why"]
 
 
@@ -86,7 +86,7 @@ def test_resume_after_sigkill_redoes_no_finished_job_and_gives_the_same_table(ru
     out = str(tmp_path / "out")
     argv = [sys.executable, "-m", "kenv.cli", "benchmark", *TINY, "--algos", "ppo", "--out", out, "--json"]
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    first = os.path.join(out, "ppo", "kenv_HwrngWait-v0", "seed_0", "bench.json")
+    first = os.path.join(out, "ppo", "kenv_HwrngWait-v2", "seed_0", "bench.json")
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -116,7 +116,7 @@ def test_a_link_planted_in_out_is_refused(run, tmp_path):
     shutil.copytree(out, copy, symlinks=True)
     target = tmp_path / "target.txt"
     target.write_text("the user's own file\n")
-    rec = copy / "ppo" / "kenv_HwrngWait-v0" / "seed_1" / "records.jsonl"
+    rec = copy / "ppo" / "kenv_HwrngWait-v2" / "seed_1" / "records.jsonl"
     rec.unlink()
     rec.symlink_to(target)
     r = kenv("benchmark", *TINY, "--algos", "ppo,dqn", "--out", str(copy))
@@ -171,6 +171,6 @@ def test_a_rerun_with_other_training_names_the_given_out_and_the_folder_to_delet
               "--no-progress"])
     [line] = capsys.readouterr().err.strip().splitlines()[-1:]
     assert e.value.code == 2 and line.startswith(f"kenv benchmark: error: --out: got '{copy}';"), line
-    run_dir = os.path.join(copy, "ppo", "kenv_HwrngWait-v0", "seed_0")
+    run_dir = os.path.join(copy, "ppo", "kenv_HwrngWait-v2", "seed_0")
     assert f"({run_dir} was trained with others; delete that folder to redo its run)" in line, line
     assert "--n-timesteps and shipped training configs" in line and "--config" not in line, line

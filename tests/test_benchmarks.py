@@ -26,7 +26,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("args, named", [
     (["--by", "mixs"], "--by: 'mixs' is in no selected env's info; allowed: action_name"),
     (["--steps", "0"], "--steps and --rounds must be >= 1"),
-    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v2"),
 ])
 def test_step_kinds_bad_input_is_an_error_naming_the_option(args, named):
     out = _run(*args)
@@ -36,17 +36,17 @@ def test_step_kinds_bad_input_is_an_error_naming_the_option(args, named):
 
 
 def test_step_kinds_by_a_chosen_field_classifies_the_steps_by_it():
-    out = _run("--env", "kenv/Raid6Bench-v0", "--by", "action_name", "--steps", "50", "--warmup", "0", "--rounds", "1")
+    out = _run("--env", "kenv/Raid6Bench-v3", "--by", "action_name", "--steps", "50", "--warmup", "0", "--rounds", "1")
     assert out.returncode == 0, out.stderr
-    assert "kenv/Raid6Bench-v0: env.step" in out.stdout
+    assert "kenv/Raid6Bench-v3: env.step" in out.stdout
     assert "migrate_disable" in out.stdout or "preempt_disable" in out.stdout
 
 
 def test_step_kinds_count_splits_the_steps_by_bytecodes():
-    out = _run("--count", "--env", "kenv/Raid6Bench-v0", "--by", "action_name", "--steps", "20", "--warmup", "0")
+    out = _run("--count", "--env", "kenv/Raid6Bench-v3", "--by", "action_name", "--steps", "20", "--warmup", "0")
     assert out.returncode == 0, out.stderr
     head, *rows = out.stdout.splitlines()
-    assert head.startswith("kenv/Raid6Bench-v0: env.step ") and head.endswith("bytecodes on average (20 steps after 0)")
+    assert head.startswith("kenv/Raid6Bench-v3: env.step ") and head.endswith("bytecodes on average (20 steps after 0)")
     kinds = [r.split()[0] for r in rows[1:]]
     assert kinds and set(kinds) <= {"preempt_disable", "migrate_disable"}
     # each kind's share of the steps, and its bytecodes per step: a count, not zero
@@ -63,16 +63,16 @@ def test_fast_forward_search_draws_compares_and_replays():
     out = _search("--draws", "4", "--seed", "1")
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith("4 draws: 4 same"), out.stdout
-    replay = _search("--replay", "qperf", "kenv/RandomMix-v0", "{'scenario': {'threshold': 64}}", "[0]")
+    replay = _search("--replay", "qperf", "kenv/RandomMix-v2", "{'scenario': {'threshold': 64}}", "[0]")
     assert replay.returncode == 0 and replay.stdout.strip() == "same", replay.stdout + replay.stderr
 
 
 @pytest.mark.parametrize("args, named", [
     (["--minutes", "0"], "--minutes must be > 0"),
     (["--draws", "0"], "--draws must be >= 1, got 0"),
-    (["--env", "kenv/Raid6Bench-v0"], "--env: none of ['kenv/Raid6Bench-v0'] runs the chosen fast-forward(s)"),
-    (["--replay", "hwrng", "kenv/RandomMix-v0", "{}", "[0]"], "--replay ENV: 'kenv/RandomMix-v0' does not run"),
-    (["--replay", "qperf", "kenv/RandomMix-v0", "{'a':", "[0]"], "--replay KWARGS: \"{'a':\" is not a Python dict"),
+    (["--env", "kenv/Raid6Bench-v3"], "--env: none of ['kenv/Raid6Bench-v3'] runs the chosen fast-forward(s)"),
+    (["--replay", "hwrng", "kenv/RandomMix-v2", "{}", "[0]"], "--replay ENV: 'kenv/RandomMix-v2' does not run"),
+    (["--replay", "qperf", "kenv/RandomMix-v2", "{'a':", "[0]"], "--replay KWARGS: \"{'a':\" is not a Python dict"),
 ])
 def test_fast_forward_search_bad_input_is_an_error_naming_the_option(args, named):
     out = _search(*args)
@@ -86,7 +86,7 @@ def test_fast_forward_search_bad_input_is_an_error_naming_the_option(args, named
     (["--steps", "0"], "--steps: 0; allowed: an integer >= 1"),
     (["--warmup", "-1"], "--warmup: -1; allowed: an integer >= 0"),
     (["--jobs", "0"], "--jobs: 0; allowed: an integer >= 1"),
-    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v2"),
 ])
 def test_valgrind_benchmarks_bad_input_is_an_error_naming_the_option(script, args, named):
     out = _script(ROOT / "benchmarks" / script, *args)
@@ -102,13 +102,13 @@ def test_cache_sim_counts_a_step_as_the_difference_of_two_runs():
     OpenBLAS's threads were held to one, they differed by up to 15M
     instructions and CartPole's steps came out negative)."""
     out = _script(ROOT / "benchmarks" / "cache_sim.py",
-                  "--env", "kenv/Raid6Bench-v0", "--steps", "10", "--warmup", "20", "--json")
+                  "--env", "kenv/Raid6Bench-v3", "--steps", "10", "--warmup", "20", "--json")
     assert out.returncode == 0, out.stderr
     rows = {r["id"]: r for r in json.loads(out.stdout)["programs"]}
-    assert set(rows) == {"CartPole-v1", "kenv/Raid6Bench-v0"}
+    assert set(rows) == {"CartPole-v1", "kenv/Raid6Bench-v3"}
     # instructions.py's callgrind counts (docs/speed.md): CartPole-v1 81K, a kenv step 0.3-1.1M
     assert 60_000 < rows["CartPole-v1"]["instructions_per_step"] < 110_000
-    assert 150_000 < rows["kenv/Raid6Bench-v0"]["instructions_per_step"] < 1_500_000
+    assert 150_000 < rows["kenv/Raid6Bench-v3"]["instructions_per_step"] < 1_500_000
     for r in rows.values():
         figures = r["per_1000_instructions"]
         assert set(figures) == {"l1i_misses", "l1d_misses", "indirect_branches",
@@ -118,18 +118,18 @@ def test_cache_sim_counts_a_step_as_the_difference_of_two_runs():
 
 
 def test_bench_learn_prints_both_ratios_for_the_chosen_env():
-    out = _script(ROOT / "benchmarks" / "bench_learn.py", "--env", "kenv/Raid6Bench-v0", "--steps", "512",
+    out = _script(ROOT / "benchmarks" / "bench_learn.py", "--env", "kenv/Raid6Bench-v3", "--steps", "512",
                   "--rounds", "1", "--json")
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)["rows"]
-    assert row["env"] == "kenv/Raid6Bench-v0"
+    assert row["env"] == "kenv/Raid6Bench-v3"
     assert row["same_ratio"] == pytest.approx(row["same_kenv_sps"] / row["same_cartpole_sps"])
     assert row["shipped_ratio"] == pytest.approx(row["shipped_kenv_sps"] / row["zoo_cartpole_sps"])
 
 
 @pytest.mark.parametrize("args, named", [
     (["--steps", "0"], "--steps 0 / --rounds 3: both must be >= 1"),
-    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v0"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v2"),
 ])
 def test_bench_learn_bad_input_is_an_error_naming_the_option(args, named):
     out = _script(ROOT / "benchmarks" / "bench_learn.py", *args)

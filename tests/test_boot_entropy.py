@@ -1,5 +1,5 @@
 """Entropy at boot (issue #30 part 2): the crediting rules of random.c and the
-hwrng core decide when the crng becomes READY, and kenv/Kernel-v1 starts its
+hwrng core decide when the crng becomes READY, and kenv/KernelBoot-v0 starts its
 episodes before that.
 
 The rules (drivers/char/random.c, 6.x; drivers/char/hw_random/core.c,
@@ -36,7 +36,7 @@ from kenv.platforms import get_platform
 from kenv.sim.engine import NSEC_PER_SEC, Engine
 
 ROOT = Path(__file__).resolve().parent.parent
-#: benchmarks/fingerprint.py on main before Kernel-v1 existed (COMMON rules)
+#: benchmarks/fingerprint.py on main before Kernel-v1 (now KernelBoot-v0) existed (COMMON rules)
 V0_FINGERPRINTS = {
     "kenv/RandomMix-v0": "e4d3441cca17a76a", "kenv/HwrngWait-v0": "69cbbc679ed74943",
     "kenv/Raid6Bench-v0": "ef1e95cdfaa85aae", "kenv/Kernel-v0": "2b2ae7cc18371c82",
@@ -138,7 +138,7 @@ def test_kthread_sleeps_only_when_it_credited_nothing_or_ready():
     assert all(b - a >= k.HZ * k.TICK_NSEC for a, b in zip(times, times[1:]))
 
 
-# --------------------------------------------------------------- Kernel-v1 at boot
+# --------------------------------------------------------------- KernelBoot-v0 at boot
 
 def _episode(env, seed, action, scenario=BOOT):
     obs, info = env.reset(seed=seed, options={"scenario": scenario})
@@ -151,7 +151,7 @@ def _episode(env, seed, action, scenario=BOOT):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_boot_episode_starts_before_ready(seed):
-    env = gym.make("kenv/Kernel-v1")
+    env = gym.make("kenv/KernelBoot-v0")
     obs, info = env.reset(seed=seed)
     assert info["scenario"]["start"] == "boot"
     assert info["crng_init"] == CRNG_EMPTY and info["bits_credited_total"] == 0
@@ -172,7 +172,7 @@ def test_wait_decides_ready_through_the_kthreads_reads():
     episode); hwrng_yield's kthread reads as the warm-up ends and makes the
     crng READY then; hwrng_msleep(1000) sleeps a second on the empty FIFO and
     the crng is not READY when modprobe exits."""
-    env = gym.make("kenv/Kernel-v1")
+    env = gym.make("kenv/KernelBoot-v0")
     u = env.unwrapped
     scenario = {**BOOT, "msg_size": "4K", "preempt": "platform", "load": "none"}
     wait = {w: i for i, w in enumerate(u.actions[1])}
@@ -191,7 +191,7 @@ def test_wait_decides_ready_through_the_kthreads_reads():
 @given(seed=st.integers(0, 2**31 - 1), actions=st.lists(st.tuples(
     st.integers(0, 1), st.integers(0, 2), st.integers(0, 1)), min_size=40, max_size=40))
 def test_no_entropy_credited_beyond_what_was_collected(seed, actions):
-    env = gym.make("kenv/Kernel-v1")
+    env = gym.make("kenv/KernelBoot-v0")
     env.reset(seed=seed)
     ep = env.unwrapped._episode
     total = 0.0
@@ -213,8 +213,8 @@ def test_no_entropy_credited_beyond_what_was_collected(seed, actions):
 
 
 def test_ready_start_of_v1_is_v0s():
-    """scenario start=ready: Kernel-v1's trajectory is Kernel-v0's, plus the crng entries."""
-    v0, v1 = gym.make("kenv/Kernel-v0"), gym.make("kenv/Kernel-v1")
+    """scenario start=ready: KernelBoot-v0's trajectory is Kernel-v3's, plus the crng entries."""
+    v0, v1 = gym.make("kenv/Kernel-v3"), gym.make("kenv/KernelBoot-v0")
     o0, i0 = v0.reset(seed=5)
     o1, i1 = v1.reset(seed=5, options={"scenario": {**i0["scenario"], "start": "ready"}})
     n = len(obs_rows(v0.unwrapped.OBSERVATION))

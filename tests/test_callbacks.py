@@ -25,7 +25,7 @@ from kenv.agents.config import TrainConfig, make_env, make_train_vec_env
 from kenv.agents.policy import EVAL_SEED, ModelPolicy
 from kenv.agents.train import build_model, configure_torch
 
-ENV = "kenv/Raid6Bench-v0"
+ENV = "kenv/Raid6Bench-v3"
 N_STEPS = 32  # one rollout: n_envs x n_steps env steps
 
 

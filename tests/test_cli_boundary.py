@@ -86,7 +86,7 @@ def bad_values(dest: str, files) -> list[str]:
         "format": ["bogus"],
         "window": ["x", "5:1", "nan:1", "inf:"],
         "model": [str(files / "nonexistent.zip"), str(files / "notzip.zip")],
-        # (evaluate's env here is kenv/HwrngWait-v0: one decision)
+        # (evaluate's env here is kenv/HwrngWait-v2: one decision)
         "actions": ["bogus", "", "cpu_relax,,hwrng_yield", "wait=cpu_relax", "cpu_relax,cpu_relax()",
                     "hwrng_msleep(99999999999)", "usleep_range(2,1)"],
     }
@@ -100,9 +100,9 @@ def _required(path, parser, files) -> list[str]:
     if "out" in dests:
         out += ["--out", str(files / "trace.json")]
     if path == ("trace", "env"):
-        out += ["--env", "kenv/HwrngWait-v0", "--policy", "original"]
+        out += ["--env", "kenv/HwrngWait-v2", "--policy", "original"]
     elif "env" in dests and path[0] == "evaluate":
-        out += ["--env", "kenv/HwrngWait-v0"]
+        out += ["--env", "kenv/HwrngWait-v2"]
     return out
 
 
@@ -177,11 +177,11 @@ def test_real_cli_one_line_no_traceback(argv, flag):
 
 
 @pytest.mark.parametrize("kenv_error, argparse_error, prog", [
-    (["discover", "--env", "kenv/HwrngWait-v0", "--profile", "bogus"],
-     ["discover", "--env", "kenv/HwrngWait-v0", "--seeds", "1"], "kenv discover"),
-    (["evaluate", "--env", "kenv/HwrngWait-v0", "--profile", "bogus"],
-     ["evaluate", "--env", "kenv/HwrngWait-v0", "--episodes", "0"], "kenv evaluate"),
-    (["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/HwrngWait-v0"],
+    (["discover", "--env", "kenv/HwrngWait-v2", "--profile", "bogus"],
+     ["discover", "--env", "kenv/HwrngWait-v2", "--seeds", "1"], "kenv discover"),
+    (["evaluate", "--env", "kenv/HwrngWait-v2", "--profile", "bogus"],
+     ["evaluate", "--env", "kenv/HwrngWait-v2", "--episodes", "0"], "kenv evaluate"),
+    (["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/HwrngWait-v2"],
      ["train", "--config", "ppo", "--env", "bogus"], "kenv train"),
     (["rediscover", "--envs", "bogus"], ["rediscover", "--seeds", "x"], "kenv rediscover"),
 ])
@@ -202,9 +202,9 @@ def test_kenv_errors_carry_argparses_prefix_for_the_subcommand(kenv_error, argpa
     (["bench", "--nope"], "kenv bench"),
     (["experiment", "hwrng-dd", "--bytes", "100", "extra"], "kenv experiment hwrng-dd"),
     (["experiment", "raid6-cyclictest", "--lod", "1/5"], "kenv experiment raid6-cyclictest"),
-    (["trace", "env", "--env", "kenv/HwrngWait-v0", "--policy", "patched", "--out", "t.json", "--stepz", "3"],
+    (["trace", "env", "--env", "kenv/HwrngWait-v2", "--policy", "patched", "--out", "t.json", "--stepz", "3"],
      "kenv trace env"),
-    (["discover", "--env", "kenv/HwrngWait-v0", "--nope"], "kenv discover"),
+    (["discover", "--env", "kenv/HwrngWait-v2", "--nope"], "kenv discover"),
 ])
 def test_an_unknown_flag_names_the_subcommand(argv, prog, tmp_path, monkeypatch, capsys):
     """An unknown flag said ``kenv: error: unrecognized arguments`` (the top-level
@@ -219,7 +219,7 @@ def test_an_unknown_flag_names_the_subcommand(argv, prog, tmp_path, monkeypatch,
 
 # (a value refused after parsing after it: without the refusal the run stops there, at once)
 @pytest.mark.parametrize("command", [["rediscover", "--envs", "bogus"],
-                                     ["discover", "--env", "kenv/HwrngWait-v0", "--profile", "bogus"]])
+                                     ["discover", "--env", "kenv/HwrngWait-v2", "--profile", "bogus"]])
 def test_seed_is_not_taken_for_seeds(command, tmp_path, monkeypatch, capsys):
     """``--seed`` (the flag of every other command) was argparse's abbreviation of
     ``--seeds``: ``kenv rediscover --seed 3`` trained seeds 0, 1 and 2, and
@@ -261,7 +261,7 @@ def test_an_error_names_the_flag_of_the_argument_it_is_about(monkeypatch, capsys
             raise ConfigError("/elsewhere/p.yaml.weights.entropy", "x", "a number")
     _evaluate_raising(monkeypatch, bad_profile)
     with pytest.raises(SystemExit) as e:
-        main(["evaluate", "--env", "kenv/HwrngWait-v0", "--profile", "/other/q.yaml", "--record", "/elsewhere"])
+        main(["evaluate", "--env", "kenv/HwrngWait-v2", "--profile", "/other/q.yaml", "--record", "/elsewhere"])
     [line] = capsys.readouterr().err.splitlines()
     assert e.value.code == 2 and line.startswith("kenv evaluate: error: argument --profile: /elsewhere/p.yaml"), line
 
@@ -272,12 +272,12 @@ def test_an_error_is_not_put_on_a_flag_whose_value_it_merely_contains(monkeypatc
     from kenv.errors import ConfigError
 
     def bad():
-        raise ConfigError("kenv/HwrngWait-v0.something", "kenv/HwrngWait-v0", "x")
+        raise ConfigError("kenv/HwrngWait-v2.something", "kenv/HwrngWait-v2", "x")
     _evaluate_raising(monkeypatch, bad)
     with pytest.raises(SystemExit) as e:
-        main(["evaluate", "--env", "kenv/HwrngWait-v0"])
+        main(["evaluate", "--env", "kenv/HwrngWait-v2"])
     [line] = capsys.readouterr().err.splitlines()
-    assert e.value.code == 2 and line.startswith("kenv evaluate: error: kenv/HwrngWait-v0.something: got"), line
+    assert e.value.code == 2 and line.startswith("kenv evaluate: error: kenv/HwrngWait-v2.something: got"), line
 
 
 def test_the_argument_an_error_is_about_survives_pickling():

@@ -15,7 +15,7 @@ def _json(capsys, argv):
 
 
 def test_evaluate_json_keys_and_all_policies(capsys):
-    out = _json(capsys, ["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "all", "--episodes", "3", "--json"])
+    out = _json(capsys, ["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "all", "--episodes", "3", "--json"])
     assert {"env", "profile", "episodes", "policies"} <= set(out)
     names = {p["name"] for p in out["policies"]}
     assert names == {"original", "pre_patch", "patched", "random", "oracle"}
@@ -27,7 +27,7 @@ def test_evaluate_json_keys_and_all_policies(capsys):
 def test_json_is_json_when_a_figure_is_nan(capsys):
     """One episode has no 95% interval: --json printed ``"return_ci95": NaN``, which
     is not JSON (jq, JSON.parse refuse it).  It is null; the keys are unchanged."""
-    assert main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "patched", "--episodes", "1",
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "1",
                  "--json"]) == 0
     text = capsys.readouterr().out
 
@@ -40,9 +40,9 @@ def test_json_is_json_when_a_figure_is_nan(capsys):
 
 @pytest.mark.parametrize("argv,needle", [
     (["evaluate", "--env", "kenv/Nope-v0"], "env"),
-    (["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "genius"], "policy"),
-    (["evaluate", "--env", "kenv/Raid6Bench-v0", "--profile", "speed"], "reward"),
-    (["evaluate", "--env", "kenv/Raid6Bench-v0", "--episodes", "0"], "episodes"),
+    (["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "genius"], "policy"),
+    (["evaluate", "--env", "kenv/Raid6Bench-v3", "--profile", "speed"], "reward"),
+    (["evaluate", "--env", "kenv/Raid6Bench-v3", "--episodes", "0"], "episodes"),
     (["bench", "--steps", "0"], "steps"),
     (["bench", "--steps", "5", "--warmup", "-1"], "warmup"),
 ])
@@ -55,12 +55,12 @@ def test_bad_input_exits_2_with_the_field_named(capsys, argv, needle):
 
 
 def test_bench_json_keys(capsys):
-    out = _json(capsys, ["bench", "--steps", "50", "--env", "kenv/Raid6Bench-v0", "--json"])
+    out = _json(capsys, ["bench", "--steps", "50", "--env", "kenv/Raid6Bench-v3", "--json"])
     assert out["cartpole_steps_per_s"] > 0
     assert out["warmup_steps"] == 1000               # the default
     (e,) = out["envs"]
     assert set(e) == {"id", "steps_per_s", "ratio_to_cartpole", "rate_ratio_to_cartpole", "sim_s_per_step"}
-    assert e["id"] == "kenv/Raid6Bench-v0" and e["sim_s_per_step"] > 0
+    assert e["id"] == "kenv/Raid6Bench-v3" and e["sim_s_per_step"] > 0
 
 
 def _fake_chunks(monkeypatch, rates):
@@ -87,19 +87,19 @@ def test_bench_alternates_chunks_and_takes_medians(monkeypatch):
     from kenv.errors import ConfigError
 
     calls = _fake_chunks(monkeypatch, [100.0, 10.0, 100.0, 30.0, 50.0, 10.0])  # CartPole, env, ...
-    out = bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
-    assert calls == [("CartPole-v1", 15), ("kenv/Raid6Bench-v0", 3), ("CartPole-v1", 10),
-                     ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
+    out = bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v3"], rounds=3, warmup=0)
+    assert calls == [("CartPole-v1", 15), ("kenv/Raid6Bench-v3", 3), ("CartPole-v1", 10),
+                     ("kenv/Raid6Bench-v3", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v3", 2)]
     (e,) = out.envs
     assert e["ratio_to_cartpole"] == 0.2            # median of 0.1, 0.3, 0.2
     assert e["steps_per_s"] == 10.0 and out.cartpole_steps_per_s == 100.0
     assert abs(e["sim_s_per_step"] - 0.001) < 1e-12
     with pytest.raises(ConfigError, match="rounds"):
-        bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], rounds=0)
+        bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v3"], rounds=0)
     with pytest.raises(ConfigError, match="steps"):
-        bench.run_bench(steps=0, env_ids=["kenv/Raid6Bench-v0"])
+        bench.run_bench(steps=0, env_ids=["kenv/Raid6Bench-v3"])
     with pytest.raises(ConfigError, match="warmup"):
-        bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v0"], warmup=-1)
+        bench.run_bench(steps=7, env_ids=["kenv/Raid6Bench-v3"], warmup=-1)
     assert len(calls) == 6                          # no bad call measured anything
 
 
@@ -110,9 +110,9 @@ def test_bench_warms_each_env_up_untimed(monkeypatch):
 
     # the warm-ups' rates would give 1e-6
     calls = _fake_chunks(monkeypatch, [1e6, 1.0, 100.0, 10.0, 100.0, 30.0])
-    out = bench.run_bench(steps=4, env_ids=["kenv/Raid6Bench-v0"], rounds=2, warmup=50)
-    assert calls == [("CartPole-v1", 50), ("kenv/Raid6Bench-v0", 50), ("CartPole-v1", 10),
-                     ("kenv/Raid6Bench-v0", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v0", 2)]
+    out = bench.run_bench(steps=4, env_ids=["kenv/Raid6Bench-v3"], rounds=2, warmup=50)
+    assert calls == [("CartPole-v1", 50), ("kenv/Raid6Bench-v3", 50), ("CartPole-v1", 10),
+                     ("kenv/Raid6Bench-v3", 2), ("CartPole-v1", 10), ("kenv/Raid6Bench-v3", 2)]
     (e,) = out.envs
     assert e["ratio_to_cartpole"] == 0.2            # median of 0.1 and 0.3: not the warm-up's 1e-6
     assert out.to_dict()["warmup_steps"] == 50
@@ -130,9 +130,9 @@ def test_every_env_id_check_is_the_one_in_registration(monkeypatch, capsys):
     from kenv.envs.bench import run_bench
     from kenv.errors import ConfigError
 
-    assert set(registration.ENV_IDS) == {i for i in gym.registry if i.startswith("kenv/")}
-    monkeypatch.setattr(registration, "ENV_IDS", ("kenv/HwrngWait-v0",))
-    gone = "kenv/Raid6Bench-v0"
+    assert set(registration.ENV_IDS) | set(registration.RENAMED) == {i for i in gym.registry if i.startswith("kenv/")}
+    monkeypatch.setattr(registration, "ENV_IDS", ("kenv/HwrngWait-v2",))
+    gone = "kenv/Raid6Bench-v3"
     calls = {"env": lambda: run_bench(5, [gone], warmup=0, rounds=1),
              "env ": lambda: load_train_config("ppo", gone),
              "--env": lambda: discover.check_args(gone, "balanced", "extended", None, 2),
@@ -140,7 +140,7 @@ def test_every_env_id_check_is_the_one_in_registration(monkeypatch, capsys):
     for field, call in calls.items():
         with pytest.raises(ConfigError) as e:
             call()
-        assert (e.value.field, e.value.value, e.value.allowed) == (field.strip(), gone, "kenv/HwrngWait-v0")
+        assert (e.value.field, e.value.value, e.value.allowed) == (field.strip(), gone, "kenv/HwrngWait-v2")
     with pytest.raises(SystemExit):
         main(["evaluate", "--env", gone])
-    assert f"argument --env: got '{gone}'; allowed: kenv/HwrngWait-v0" in capsys.readouterr().err
+    assert f"argument --env: got '{gone}'; allowed: kenv/HwrngWait-v2" in capsys.readouterr().err

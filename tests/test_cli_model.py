@@ -25,15 +25,15 @@ def _save_model(path, env_id: str, **env_kwargs) -> str:
 
 
 def test_evaluate_scores_a_model_beside_the_baselines(tmp_path, capsys):
-    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v0")
-    assert main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "patched", "--episodes", "3",
+    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v3")
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "3",
                  "--model", model, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {p["name"]: p for p in out["policies"]}
     assert set(rows) == {"patched", "model"}
     assert len(rows["model"]["components"]) == 6 and rows["model"]["return_mean"] > 0
     # the text says what the ± is and has the model's row
-    assert main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--policy", "patched", "--episodes", "3",
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "3",
                  "--model", model]) == 0
     text = capsys.readouterr().out
     assert "return (mean ± 95% CI)" in text and "95% confidence interval" in text
@@ -45,7 +45,7 @@ def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path
     patched baseline's row: the same seeded episodes."""
     from kenv.agents import evaluate as ev
 
-    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v0")
+    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v3")
 
     class Always:
         def __init__(self, action):
@@ -62,7 +62,7 @@ def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path
         return pol
 
     monkeypatch.setattr(ev, "model_policy", patched_model)
-    res = ev.evaluate("kenv/Raid6Bench-v0", "patched", episodes=3, model=model)
+    res = ev.evaluate("kenv/Raid6Bench-v3", "patched", episodes=3, model=model)
     rows = {p.name: p for p in res.policies}
     assert rows["model"].returns == rows["patched"].returns
 
@@ -79,17 +79,17 @@ def test_a_bad_model_is_a_one_line_error_naming_the_flag(tmp_path, capsys, case)
         with zipfile.ZipFile(path, "w") as z:
             z.writestr("readme.txt", "hello")
     elif case == "other env":
-        path = _save_model(tmp_path / "hwrng.zip", "kenv/HwrngWait-v0")
+        path = _save_model(tmp_path / "hwrng.zip", "kenv/HwrngWait-v2")
     else:
-        path = _save_model(tmp_path / "wide.zip", "kenv/Raid6Bench-v0",
+        path = _save_model(tmp_path / "wide.zip", "kenv/Raid6Bench-v3",
                            actions=["preempt_disable", "migrate_disable", "cond_resched"])
     with pytest.raises(SystemExit) as e:
-        main(["evaluate", "--env", "kenv/Raid6Bench-v0", "--episodes", "2", "--model", path])
+        main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--episodes", "2", "--model", path])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("kenv evaluate: error: --model: got ") and "allowed" in err
     if case in ("other env", "other action set"):
-        assert "Raid6Bench-v0" in err and "Box(15,)" in err
+        assert "Raid6Bench-v3" in err and "Box(15,)" in err
 
 
 def test_version(capsys):
@@ -114,12 +114,12 @@ def test_bench_says_what_its_ratio_is_and_json_has_the_plain_ratio(capsys, monke
 
     monkeypatch.setattr(bench._Stepper, "chunk", chunk)
     monkeypatch.setattr(bench, "steps_per_second", lambda *a, **k: (1.0, 0.0))
-    res = bench.run_bench(steps=6, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
+    res = bench.run_bench(steps=6, env_ids=["kenv/Raid6Bench-v3"], rounds=3, warmup=0)
     (e,) = res.to_dict()["envs"]
     assert e["ratio_to_cartpole"] == 0.1                  # median of 0.1, 0.3, 0.025
     assert e["rate_ratio_to_cartpole"] == 0.1             # 10 / 100: here the two agree ...
     rates = iter([100.0, 10.0, 100.0, 30.0, 400.0, 30.0])
-    res = bench.run_bench(steps=6, env_ids=["kenv/Raid6Bench-v0"], rounds=3, warmup=0)
+    res = bench.run_bench(steps=6, env_ids=["kenv/Raid6Bench-v3"], rounds=3, warmup=0)
     (e,) = res.to_dict()["envs"]
     assert e["ratio_to_cartpole"] == 0.1                  # median of 0.1, 0.3, 0.075
     assert e["rate_ratio_to_cartpole"] == 0.3             # ... here not: median 30 / median 100

@@ -32,7 +32,7 @@ def _small_files():
 def test_a_failed_write_names_the_path_and_the_operation(tmp_path):
     """A file-size limit makes the first model zip fail to write, as a full disk would
     (before: ``kenv train: error: : No space left on device``, no path)."""
-    r = _kenv("train", "--config", "ppo", "--env", "kenv/RandomMix-v0", "--n-timesteps", "512", "--no-progress",
+    r = _kenv("train", "--config", "ppo", "--env", "kenv/RandomMix-v2", "--n-timesteps", "512", "--no-progress",
               "--out", str(tmp_path / "run"), preexec_fn=_small_files)
     [line] = [x for x in r.stderr.splitlines() if "error" in x]
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -112,8 +112,8 @@ def test_a_dash_value_is_the_flags_value(capsys):
     assert "window: got '-1:2'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["train", "--config", "ppo", "--env", "kenv/HwrngWait-v0", "--seed"],
-                                  ["discover", "--env", "kenv/HwrngWait-v0", "--train-seed"]])
+@pytest.mark.parametrize("argv", [["train", "--config", "ppo", "--env", "kenv/HwrngWait-v2", "--seed"],
+                                  ["discover", "--env", "kenv/HwrngWait-v2", "--train-seed"]])
 def test_a_training_seed_numpy_cannot_take_is_refused_by_argparse(argv, capsys):
     """One seed rule (kenv.schema.check_seed): a training seed is 0..2**32-1, because SB3 seeds
     numpy's legacy generator with it; ``kenv train --seed 5000000000`` used to pass argparse

@@ -3,7 +3,7 @@ autoreset modes), SB3's make_vec_env (an id string, and SubprocVecEnv), Gymnasiu
 standard wrappers, and the info contract they all depend on (issue 27).
 
 Every registered id (kenv.envs.registration.ENV_IDS) runs its share of a few hundred
-steps per test (the budget set for the four -v0 ids, shared by all; at least enough for
+steps per test (the budget set for the four base tasks' ids, shared by all; at least enough for
 its episodes to end) with random actions and random scenarios: a mix
 uniform over every choice of each of the env's SCENARIO_FIELDS, so that episodes
 draw platforms, preemption models, HZ values ... that the default mixes never do.
@@ -261,8 +261,8 @@ def test_a_crash_in_an_async_worker_fails_fast_and_close_returns():
     from gymnasium.vector import AsyncVectorEnv
 
     def run():
-        v = AsyncVectorEnv([lambda: gym.make("kenv/Raid6Bench-v0"),
-                            lambda: _CrashAt(gym.make("kenv/Raid6Bench-v0"), 3)])
+        v = AsyncVectorEnv([lambda: gym.make("kenv/Raid6Bench-v3"),
+                            lambda: _CrashAt(gym.make("kenv/Raid6Bench-v3"), 3)])
         try:
             v.reset_async(seed=0)
             v.reset_wait(timeout=TIMEOUT_S)
@@ -286,7 +286,7 @@ def test_a_config_error_in_an_async_worker_arrives_as_itself_and_close_returns(a
     from kenv.errors import ConfigError
 
     def run():
-        v = gym.make_vec("kenv/Raid6Bench-v0", 2, vectorization_mode="async",
+        v = gym.make_vec("kenv/Raid6Bench-v3", 2, vectorization_mode="async",
                          vector_kwargs={"autoreset_mode": autoreset})
         try:
             with pytest.raises(ConfigError, match="preempt: got 'bogus'"):
@@ -385,7 +385,7 @@ def test_sb3_subproc_vec_env_default_start_method_with_the_module_spelling():
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     def run():
-        venv = make_vec_env("kenv:kenv/Raid6Bench-v0", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv)
+        venv = make_vec_env("kenv:kenv/Raid6Bench-v3", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv)
         return _run_sb3(venv, 100)
 
     assert _bounded(run, seconds=4 * TIMEOUT_S) >= 2

@@ -22,7 +22,7 @@ from kenv.errors import ConfigError
 
 from kenv.envs.registration import ENVS as REGISTERED
 
-#: every registered id, -v1s included (a break-test found discover failing on Kernel-v1)
+#: every registered id, variants included (a break-test found discover failing on KernelBoot-v0)
 ENVS = tuple(e[0] for e in REGISTERED)
 POLICY_KEYS = ("policy", "return_mean", "return_ci95", "returns", "components", "counters", "refused")
 
@@ -40,8 +40,8 @@ def test_extended_set_holds_the_patch_and_names_every_observation(env_id):
 
 @pytest.mark.parametrize("env_id", [e for e in ENVS if e != dc.family(e)])
 def test_every_version_searches_its_v0s_extended_set(env_id):
-    """A later version or variant of an env searches the same choices as its -v0
-    (HwrngWait-v1 once got the default three waits only, no upstream-review waits)."""
+    """A later version or variant of an env searches the same choices as its base task
+    (HwrngWaitPhased-v0 once got the default three waits only, no upstream-review waits)."""
     assert dc.action_set(env_id) == dc.action_set(dc.family(env_id))
 
 
@@ -55,9 +55,9 @@ def test_every_unit_names_an_observation_entry():
 def test_static_returns_from_component_sums_match_the_env():
     """One static run serves every profile: its return under a profile is the profile's
     weights applied to the episode's component sums."""
-    acts = dc.action_set("kenv/Kernel-v0")
+    acts = dc.action_set("kenv/Kernel-v3")
     for profile in ("balanced", "throughput"):
-        env = gym.make("kenv/Kernel-v0", actions=acts, profile=profile)
+        env = gym.make("kenv/Kernel-v3", actions=acts, profile=profile)
         pol = StaticPolicy("s", np.array([1, 3, 2]))
         ret, _, _ = run_episode(env, pol, 7)
         ep = dc.play(env, pol, 7)
@@ -93,11 +93,11 @@ def test_discover_brief_structure_and_oracle(tmp_path, capsys):
     pytest.importorskip("sklearn")
     out = tmp_path / "d"
     # --steps 64 is less than one rollout (8 x 64): PPO trains 512, and the report says so
-    code = main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64",
+    code = main(["discover", "--env", "kenv/HwrngWait-v2", "--profile", "balanced", "--steps", "64",
                  "--seeds", "3", "--out", str(out), "--json", "--no-plots"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["env"] == "kenv/HwrngWait-v0" and doc["seeds"] == 3
+    assert doc["env"] == "kenv/HwrngWait-v2" and doc["seeds"] == 3
     [e] = doc["profiles"]
     assert (e["steps_trained"], e["steps_asked"], e["rollout_steps"]) == (512, 64, 512)
     assert e["learned"]["train"]["steps"] == 512 and e["learned"]["policy"] == "PPO (512 steps)"
@@ -140,13 +140,13 @@ def test_discover_brief_structure_and_oracle(tmp_path, capsys):
         assert not warned or ("1.3%" in warned[0] and "--seeds" in warned[0])
     assert not (out / "discover.png").exists()
     # a rerun reads everything back (nothing retrained) and gives the same report
-    assert main(["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64",
+    assert main(["discover", "--env", "kenv/HwrngWait-v2", "--profile", "balanced", "--steps", "64",
                  "--seeds", "3", "--out", str(out), "--json", "--no-plots"]) == 0
     assert _strip_times(json.loads(capsys.readouterr().out)) == _strip_times(doc)
 
 
 def _cmd(out, steps=4096):
-    return [sys.executable, "-m", "kenv.cli", "discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced",
+    return [sys.executable, "-m", "kenv.cli", "discover", "--env", "kenv/HwrngWait-v2", "--profile", "balanced",
             "--steps", str(steps), "--seeds", "3", "--out", str(out), "--json"]
 
 
@@ -183,7 +183,7 @@ def test_discover_resumes_after_a_kill_with_the_same_result(tmp_path):
 ])
 def test_bad_values_exit_2_with_one_line(flag, value, tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
-    args = {"--env": "kenv/HwrngWait-v0", "--out": str(tmp_path / "o")}
+    args = {"--env": "kenv/HwrngWait-v2", "--out": str(tmp_path / "o")}
     args[flag] = str(tmp_path / "afile") if value == "AFILE" else value
     argv = ["discover", "--profile", "balanced"] + [x for kv in args.items() for x in kv]
     with pytest.raises(SystemExit) as e:
@@ -197,7 +197,7 @@ def test_seeds_has_one_range_in_every_message_and_the_help(tmp_path, capsys):
     allowed = set()
     for v in ("0", "1", "10001", "x"):
         with pytest.raises(SystemExit):
-            main(["discover", "--env", "kenv/HwrngWait-v0", "--seeds", v, "--out", str(tmp_path / "o")])
+            main(["discover", "--env", "kenv/HwrngWait-v2", "--seeds", v, "--out", str(tmp_path / "o")])
         [line] = capsys.readouterr().err.strip().splitlines()
         allowed.add(line.split("allowed: ", 1)[1])
     with pytest.raises(ConfigError) as e:   # the Python API says the same
@@ -221,14 +221,14 @@ def test_a_rerun_with_other_training_flags_is_refused_before_any_work(tmp_path, 
 
     out = tmp_path / "d"
     first = {"--steps": "512", "--train-seed": "0", "--actions": "extended"}
-    acts = dc.action_set("kenv/HwrngWait-v0", "extended")
-    cfg, targs = dc.train_setup("kenv/HwrngWait-v0", "balanced", acts, 0, 512, str(out))
+    acts = dc.action_set("kenv/HwrngWait-v2", "extended")
+    cfg, targs = dc.train_setup("kenv/HwrngWait-v2", "balanced", acts, 0, 512, str(out))
     os.makedirs(targs.out)
     (tmp_path / "d" / "balanced" / "train" / "run.yaml").write_text(
-        yaml.safe_dump({"env": "kenv/HwrngWait-v0", "fingerprint": dc.fingerprint(cfg, 0, targs)}))
+        yaml.safe_dump({"env": "kenv/HwrngWait-v2", "fingerprint": dc.fingerprint(cfg, 0, targs)}))
     # the same flags are the first run's: nothing refused
-    dc.check_trainings("kenv/HwrngWait-v0", ["balanced"], acts, 0, 512, str(out))
-    argv = {**first, flag: value, "--env": "kenv/HwrngWait-v0", "--profile": "balanced", "--seeds": "2",
+    dc.check_trainings("kenv/HwrngWait-v2", ["balanced"], acts, 0, 512, str(out))
+    argv = {**first, flag: value, "--env": "kenv/HwrngWait-v2", "--profile": "balanced", "--seeds": "2",
             "--out": str(out)}
     with pytest.raises(SystemExit) as e:
         main(["discover"] + [x for kv in argv.items() for x in kv] + ["--no-plots"])
@@ -254,7 +254,7 @@ def test_a_rerun_with_another_profile_or_seeds_is_refused_before_any_work(tmp_pa
         (out / "discover.json").write_text(json.dumps({"seeds": 2, "profiles": [{"profile": "balanced"}]}))
     before = sorted(os.listdir(out))
     dc.check_same_run(str(out), "balanced", ["balanced"], 2)   # the same flags: nothing refused
-    argv = {"--env": "kenv/HwrngWait-v0", "--profile": "balanced", "--seeds": "2", "--steps": "512",
+    argv = {"--env": "kenv/HwrngWait-v2", "--profile": "balanced", "--seeds": "2", "--steps": "512",
             "--out": str(out), flag: value}
     with pytest.raises(SystemExit) as e:
         main(["discover"] + [x for kv in argv.items() for x in kv] + ["--no-plots"])
@@ -286,16 +286,16 @@ def test_a_rerun_with_the_same_profile_file_by_another_path_is_not_refused(tmp_p
         with pytest.raises(ConfigError) as e:
             dc.check_same_run(str(out), "other/x.yaml", ["other/x.yaml"], 2)
         assert e.value.field == "--profile" and "'configs/x.yaml'" in str(e.value), str(e.value)
-    cfg, targs = dc.train_setup("kenv/HwrngWait-v0", "configs/x.yaml", None, 0, 512, str(out))
+    cfg, targs = dc.train_setup("kenv/HwrngWait-v2", "configs/x.yaml", None, 0, 512, str(out))
     for p in same:
-        cfg2, targs2 = dc.train_setup("kenv/HwrngWait-v0", p, None, 0, 512, str(out))
+        cfg2, targs2 = dc.train_setup("kenv/HwrngWait-v2", p, None, 0, 512, str(out))
         assert targs2.out == targs.out and dc.fingerprint(cfg2, 0, targs2) == dc.fingerprint(cfg, 0, targs)
 
 
 @pytest.mark.parametrize("env_id,steps,budget", [
-    ("kenv/HwrngWait-v0", 1, 512), ("kenv/HwrngWait-v0", 64, 512), ("kenv/HwrngWait-v0", 512, 512),
-    ("kenv/HwrngWait-v0", 600, 1024), ("kenv/Kernel-v0", 300, 512), ("kenv/Kernel-v1", 256, 256),
-    ("kenv/Raid6Bench-v0", None, 10240),
+    ("kenv/HwrngWait-v2", 1, 512), ("kenv/HwrngWait-v2", 64, 512), ("kenv/HwrngWait-v2", 512, 512),
+    ("kenv/HwrngWait-v2", 600, 1024), ("kenv/Kernel-v3", 300, 512), ("kenv/KernelBoot-v0", 256, 256),
+    ("kenv/Raid6Bench-v3", None, 10240),
 ])
 def test_steps_round_up_to_whole_rollouts_before_training(env_id, steps, budget, tmp_path):
     """The training budget is --steps rounded up to whole rollouts (n_envs x n_steps), set
@@ -313,12 +313,12 @@ def test_steps_has_one_range_in_every_message(tmp_path, capsys):
     allowed = set()
     for v in ("0", str(dc.MAX_TIMESTEPS + 1), "x"):
         with pytest.raises(SystemExit):
-            main(["discover", "--env", "kenv/HwrngWait-v0", "--steps", v, "--out", str(tmp_path / "o")])
+            main(["discover", "--env", "kenv/HwrngWait-v2", "--steps", v, "--out", str(tmp_path / "o")])
         [line] = capsys.readouterr().err.strip().splitlines()
         allowed.add(line.split("allowed: ", 1)[1])
     for v in (0, 1.5, True):
         with pytest.raises(ConfigError) as e:
-            dc.check_args("kenv/HwrngWait-v0", "balanced", "extended", v, 2)
+            dc.check_args("kenv/HwrngWait-v2", "balanced", "extended", v, 2)
         allowed.add(e.value.allowed)
     assert allowed == {dc.STEPS_ALLOWED} and dc.steps_arg("1") == 1
     assert not (tmp_path / "o").exists()
@@ -330,7 +330,7 @@ def test_without_scikit_learn_a_clear_error_names_the_extra(monkeypatch, tmp_pat
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
     with pytest.raises(SystemExit) as e:
-        main(["discover", "--env", "kenv/HwrngWait-v0", "--out", str(tmp_path / "o")])
+        main(["discover", "--env", "kenv/HwrngWait-v2", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "kenv-gym[discover]" in err[0], err
     assert not (tmp_path / "o").exists()   # nothing started

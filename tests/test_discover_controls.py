@@ -21,13 +21,13 @@ import pytest
 import kenv  # noqa: F401  (registers the envs)
 
 WAITS = ("cpu_relax", "hwrng_msleep(1000)", "hwrng_yield")
-SILENT_ROW = 8   # "reader has had no byte yet" (HwrngWait-v0's observation table)
+SILENT_ROW = 8   # "reader has had no byte yet" (HwrngWait-v2's observation table)
 
 
 def per_phase_best(scenario: str, seeds: int = 6) -> dict:
     """Per phase (``silent``/``running``, as the observation shows it): the wait with
     the best mean step reward under the throughput profile."""
-    env = gym.make("kenv/HwrngWait-v0", scenario=scenario, profile="throughput")
+    env = gym.make("kenv/HwrngWait-v2", scenario=scenario, profile="throughput")
     rewards: dict = defaultdict(list)
     for a, wait in enumerate(WAITS):
         for s in range(seeds):

@@ -19,7 +19,7 @@ def kenv(*argv: str) -> subprocess.CompletedProcess:
 
 
 def test_original_on_random_mix_needs_its_action_and_says_which_flag_adds_it():
-    r = kenv("evaluate", "--env", "kenv/RandomMix-v0", "--policy", "original", "--episodes", "2")
+    r = kenv("evaluate", "--env", "kenv/RandomMix-v2", "--policy", "original", "--episodes", "2")
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--policy" in lines[0]
@@ -27,7 +27,7 @@ def test_original_on_random_mix_needs_its_action_and_says_which_flag_adds_it():
 
 
 def test_actions_chooses_the_action_set_and_the_baseline_plays():
-    r = kenv("evaluate", "--env", "kenv/RandomMix-v0", "--policy", "original", "--episodes", "2",
+    r = kenv("evaluate", "--env", "kenv/RandomMix-v2", "--policy", "original", "--episodes", "2",
              "--actions", "hardirq,workqueue,timer", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -35,7 +35,7 @@ def test_actions_chooses_the_action_set_and_the_baseline_plays():
 
 
 def test_actions_per_decision_on_kernel():
-    r = kenv("evaluate", "--env", "kenv/Kernel-v0", "--policy", "original", "--episodes", "1",
+    r = kenv("evaluate", "--env", "kenv/Kernel-v3", "--policy", "original", "--episodes", "1",
              "--actions", "deferral=hardirq,timer", "--actions", "wait=cpu_relax,usleep_range(10,20)",
              "--actions", "raid6=preempt_disable", "--json")
     assert r.returncode == 0, r.stderr
@@ -43,7 +43,7 @@ def test_actions_per_decision_on_kernel():
 
 
 def test_all_lists_a_skipped_baseline_with_the_flag_that_adds_it():
-    r = kenv("evaluate", "--env", "kenv/HwrngWait-v0", "--policy", "all", "--episodes", "1",
+    r = kenv("evaluate", "--env", "kenv/HwrngWait-v2", "--policy", "all", "--episodes", "1",
              "--actions", "cpu_relax,hwrng_yield", "--json")
     assert r.returncode == 0, r.stderr
     skipped = json.loads(r.stdout)["skipped"]

@@ -40,8 +40,8 @@ def test_cleanrl_ppo_learns_on_hwrng_wait(monkeypatch):
 
 def test_cleanrl_ppo_rejects_multidiscrete(monkeypatch):
     ex = load_example("cleanrl_ppo", monkeypatch)
-    with pytest.raises(SystemExit, match="--env-id kenv/Kernel-v0"):
-        ex.main(["--env-id", "kenv/Kernel-v0", "--total-timesteps", "64"])
+    with pytest.raises(SystemExit, match="--env-id kenv/Kernel-v3"):
+        ex.main(["--env-id", "kenv/Kernel-v3", "--total-timesteps", "64"])
 
 
 @pytest.mark.slow
@@ -75,7 +75,7 @@ def test_torchrl_example_uses_the_packages_flat_twin(monkeypatch):
     ex = load_example("torchrl_ppo", monkeypatch)
     source = (EXAMPLES / "torchrl_ppo.py").read_text()
     assert 'GymEnv(f"kenv:{flat_id(args.env_id)}"' in source and "gym.Wrapper" not in source
-    assert ex.flat_id(ex.ENV_ID) == "kenv-flat/HwrngWait-v0"
+    assert ex.flat_id(ex.ENV_ID) == "kenv-flat/HwrngWait-v2"
 
 
 @pytest.mark.slow

@@ -34,12 +34,12 @@ from kenv.envs.kernel_env import KernelEnv
 from kenv.envs.raid6_bench import Raid6BenchEnv
 from kenv.envs.random_mix import RandomMixEnv
 
-ENV_CLASSES = {"kenv/RandomMix-v0": RandomMixEnv, "kenv/HwrngWait-v0": HwrngWaitEnv,
-               "kenv/Raid6Bench-v0": Raid6BenchEnv, "kenv/Kernel-v0": KernelEnv}
+ENV_CLASSES = {"kenv/RandomMix-v2": RandomMixEnv, "kenv/HwrngWait-v2": HwrngWaitEnv,
+               "kenv/Raid6Bench-v3": Raid6BenchEnv, "kenv/Kernel-v3": KernelEnv}
 #: the hwrng waits an action set is drawn from (each kind, short and long sleeps)
 WAITS = ("cpu_relax", "hwrng_yield", "hwrng_msleep(1000)", "hwrng_msleep(3)", "hwrng_msleep(20)",
          "usleep_range(50,60)", "usleep_range(100,200)", "usleep_range(500,700)", "usleep_range(3000,5000)")
-#: step lengths of Kernel-v0 and RandomMix-v0 a draw picks from (shorter ones keep the detailed runs short)
+#: step lengths of Kernel-v3 and RandomMix-v2 a draw picks from (shorter ones keep the detailed runs short)
 STEP_MS = (5, 10, 20)
 STEPS = 12
 DRAWS_PER_ENV = 3
@@ -58,11 +58,11 @@ def draw(rnd: random.Random, env_id: str) -> dict:
         scenario["step_ms"] = rnd.choice(STEP_MS)
     deferrals = RandomMixEnv.DEFAULT_ACTIONS + RandomMixEnv.EXTENDED_ACTIONS
     raid6 = Raid6BenchEnv.DEFAULT_ACTIONS + Raid6BenchEnv.EXTENDED_ACTIONS
-    if env_id == "kenv/RandomMix-v0":
+    if env_id == "kenv/RandomMix-v2":
         actions = _subset(rnd, deferrals)
-    elif env_id == "kenv/HwrngWait-v0":
+    elif env_id == "kenv/HwrngWait-v2":
         actions = _subset(rnd, WAITS)
-    elif env_id == "kenv/Raid6Bench-v0":
+    elif env_id == "kenv/Raid6Bench-v3":
         actions = _subset(rnd, raid6)
     else:
         actions = {"deferral": _subset(rnd, deferrals), "wait": _subset(rnd, WAITS),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kenv
-from kenv.envs.registration import ENV_IDS, flat_id
+from kenv.envs.registration import ENV_IDS, RENAMED, flat_id
 
 
 def _signature(info: dict) -> dict:
@@ -58,7 +58,7 @@ def test_flat_twin_gives_numbers_only_with_the_same_keys_every_step(env_id):
 
 
 def test_flat_info_wraps_an_env_made_with_keyword_arguments():
-    env = kenv.FlatInfo(gym.make("kenv/Raid6Bench-v0", scenario={"preempt": {"rt": 1.0}}))
+    env = kenv.FlatInfo(gym.make("kenv/Raid6Bench-v3", scenario={"preempt": {"rt": 1.0}}))
     _, info = env.reset(seed=0)
     assert env.codes["preempt"][int(info["scenario/preempt"])] == "rt"
     *_, info = env.step(0)
@@ -68,7 +68,7 @@ def test_flat_info_wraps_an_env_made_with_keyword_arguments():
 
 def test_flat_twins_are_not_benchmark_ids():
     assert not any(i.startswith("kenv/") for i in gym.registry if i.startswith("kenv-flat/"))
-    assert {flat_id(i) for i in ENV_IDS} == {i for i in gym.registry if i.startswith("kenv-flat/")}
+    assert {flat_id(i) for i in ENV_IDS + tuple(RENAMED)} == {i for i in gym.registry if i.startswith("kenv-flat/")}
 
 
 def _rollout(env, steps: int = 4):
@@ -109,7 +109,7 @@ def test_torchrl_parallel_env_with_spawned_workers():
     """TorchRL's default start method (spawn): a fresh worker knows the ids when the id
     names kenv as the module to import first (Gymnasium's ``module:id``)."""
     GymEnv, ParallelEnv = _torchrl()
-    td = _rollout(ParallelEnv(2, partial(GymEnv, "kenv:kenv/Raid6Bench-v0")))
+    td = _rollout(ParallelEnv(2, partial(GymEnv, "kenv:kenv/Raid6Bench-v3")))
     assert td.batch_size == (2, 4)
 
 
@@ -122,10 +122,10 @@ def test_record_episodes_goes_inside_flat_info(tmp_path):
     from kenv.errors import ConfigError
 
     with pytest.raises(ConfigError, match="record inside FlatInfo"):
-        kenv.RecordEpisodes(gym.make(flat_id("kenv/HwrngWait-v0")), str(tmp_path / "x.jsonl"))
+        kenv.RecordEpisodes(gym.make(flat_id("kenv/HwrngWait-v2")), str(tmp_path / "x.jsonl"))
     assert not (tmp_path / "x.jsonl").exists()
     path = tmp_path / "r.jsonl"
-    env = kenv.FlatInfo(kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v0"), str(path)))
+    env = kenv.FlatInfo(kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v2"), str(path)))
     env.reset(seed=1)
     env.action_space.seed(1)
     while True:

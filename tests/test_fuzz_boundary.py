@@ -225,7 +225,7 @@ def test_actions(env_cls):
 
 def yaml_text():
     data = st.recursive(st.one_of(junk().filter(lambda x: not isinstance(x, bytes)), st.sampled_from(
-        ["balanced", "kenv/HwrngWait-v0", "platform", "rpi3bplus", 16, 1e400, "1e400"])),
+        ["balanced", "kenv/HwrngWait-v2", "platform", "rpi3bplus", 16, 1e400, "1e400"])),
         lambda ch: st.one_of(st.lists(ch, max_size=3), st.dictionaries(
             st.sampled_from(["name", "description", "weights", "env", "mix", "entropy", "throughput", "latency",
                              "rcu_stall", "bug", "spin", "platform", "reader_bs", "hz", "x"]), ch, max_size=6)),
@@ -249,7 +249,7 @@ def yaml_text():
                      for f, c in HwrngWaitEnv.SCENARIO_FIELDS.items()}
     mix = st.fixed_dictionaries(
         {"mix": st.one_of(st.fixed_dictionaries({}, optional=choice_fields), scenario_values(HwrngWaitEnv))},
-        optional={"env": st.sampled_from(["kenv/HwrngWait-v0", "kenv/Raid6Bench-v0", 5]),
+        optional={"env": st.sampled_from(["kenv/HwrngWait-v2", "kenv/Raid6Bench-v3", 5]),
                   "name": st.text(max_size=8), "extra": st.integers()})
     return st.one_of(data.map(dump), profile.map(dump), mix.map(dump), st.binary(max_size=40),
                      st.text(max_size=60).map(lambda t: t.encode("utf-8", "surrogatepass")))

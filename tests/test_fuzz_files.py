@@ -53,7 +53,7 @@ import kenv  # noqa: F401  (registers the ids)
 from kenv.cli import main
 from kenv.errors import ConfigError
 
-ENV = "kenv/HwrngWait-v0"
+ENV = "kenv/HwrngWait-v2"
 CONFIGS = Path(kenv.__file__).resolve().parent.parent / "configs"
 #: seconds one case may take before it counts as a hang
 CASE_TIMEOUT_S = 60

@@ -60,14 +60,14 @@ def _trajectory(env_id, kwargs, seeds, steps, ff, skipped=None, cold=False, memo
 
 
 @pytest.mark.parametrize("env_id,kwargs,steps", [
-    ("kenv/HwrngWait-v0", {}, 48),
-    ("kenv/HwrngWait-v0", {"scenario": {"platform": "bcm2835-kernelci"}}, 24),
-    ("kenv/HwrngWait-v0", {"actions": ["cpu_relax", "hwrng_yield", "hwrng_msleep(20)",
+    ("kenv/HwrngWait-v2", {}, 48),
+    ("kenv/HwrngWait-v2", {"scenario": {"platform": "bcm2835-kernelci"}}, 24),
+    ("kenv/HwrngWait-v2", {"actions": ["cpu_relax", "hwrng_yield", "hwrng_msleep(20)",
                                        "usleep_range(100,200)", "usleep_range(3000,5000)"]}, 48),
-    ("kenv/Kernel-v0", {}, 48),
-    ("kenv/Kernel-v0", {"scenario": {"silent_s": 1, "reader_bs": 64}}, 48),
+    ("kenv/Kernel-v3", {}, 48),
+    ("kenv/Kernel-v3", {"scenario": {"silent_s": 1, "reader_bs": 64}}, 48),
     # short sleeps: the FIFO a wakeup finds depends on the generator's phase
-    ("kenv/Kernel-v0", {"actions": {"wait": ["usleep_range(50,60)", "usleep_range(100,200)", "hwrng_yield"]}}, 24),
+    ("kenv/Kernel-v3", {"actions": {"wait": ["usleep_range(50,60)", "usleep_range(100,200)", "hwrng_yield"]}}, 24),
 ])
 def test_env_trajectories_identical_with_and_without_fast_forward(env_id, kwargs, steps):
     seeds = range(8)   # enough episodes that plans made in one are reused in others
@@ -80,7 +80,7 @@ def test_env_trajectories_identical_with_and_without_fast_forward(env_id, kwargs
 
 
 def test_kernel_skips_let_other_cpus_run_and_stay_exact(monkeypatch):
-    """In Kernel-v0 the reader and the hwrng kthread share CPU 2: their skips
+    """In Kernel-v3 the reader and the hwrng kthread share CPU 2: their skips
     are scoped to it, so qperf (CPU 0) and modprobe with its cyclictest probe
     (CPU 1) run inside them, under a SkipFence -- and the trajectories are
     still those of the detailed simulation (a wrong scope would raise)."""
@@ -93,15 +93,15 @@ def test_kernel_skips_let_other_cpus_run_and_stay_exact(monkeypatch):
         return fence
 
     monkeypatch.setattr(SkipFence, "put", classmethod(counting_put))
-    fast, _ = _trajectory("kenv/Kernel-v0", {}, range(3), 32, True)
+    fast, _ = _trajectory("kenv/Kernel-v3", {}, range(3), 32, True)
     assert fences and {cpus for cpus, _ in fences} == {(2,)}
-    exact, _ = _trajectory("kenv/Kernel-v0", {}, range(3), 32, False)
+    exact, _ = _trajectory("kenv/Kernel-v3", {}, range(3), 32, False)
     assert fast == exact
 
 
 @pytest.mark.parametrize("env_id,kwargs", [
-    ("kenv/HwrngWait-v0", {"actions": ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(100,200)"]}),
-    ("kenv/Kernel-v0", {}),
+    ("kenv/HwrngWait-v2", {"actions": ["hwrng_yield", "hwrng_msleep(20)", "usleep_range(100,200)"]}),
+    ("kenv/Kernel-v3", {}),
 ])
 def test_cycles_learned_in_earlier_episodes_change_nothing(env_id, kwargs):
     """A new episode starts with the wait cycles its env has learned
@@ -163,8 +163,8 @@ def test_cycles_learned_in_earlier_episodes_change_nothing(env_id, kwargs):
      [293377, 891569]),
 ])
 def test_env_trajectories_identical_in_cases_found_by_search(kwargs, seeds):
-    fast, jumps = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, True)
-    exact, _ = _trajectory("kenv/HwrngWait-v0", kwargs, seeds, 24, False)
+    fast, jumps = _trajectory("kenv/HwrngWait-v2", kwargs, seeds, 24, True)
+    exact, _ = _trajectory("kenv/HwrngWait-v2", kwargs, seeds, 24, False)
     assert jumps > 0
     assert fast == exact
 
@@ -183,17 +183,17 @@ def test_plans_made_once_serve_later_boundaries(monkeypatch):
     monkeypatch.setattr(hwrng_ff.HwrngFastForward, "_make_plan", counting)
     kwargs = {"actions": {"wait": ["hwrng_yield", "usleep_range(50,60)"]}}
     memory = FastForwardMemory()
-    first, jumps = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
+    first, jumps = _trajectory("kenv/Kernel-v3", kwargs, [0], 24, True, memory=memory)
     n_first = len(made)
-    again, _ = _trajectory("kenv/Kernel-v0", kwargs, [0], 24, True, memory=memory)
+    again, _ = _trajectory("kenv/Kernel-v3", kwargs, [0], 24, True, memory=memory)
     assert jumps > 0 and again == first
     assert len(made) - n_first < n_first, (n_first, len(made) - n_first)
     memory = FastForwardMemory()
     memory.hwrng.max_plans = 1
-    bounded, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
+    bounded, _ = _trajectory("kenv/Kernel-v3", kwargs, range(2), 24, True, memory=memory)
     assert memory.hwrng.tables() and sum(len(t.plans) for t in memory.hwrng.tables()) <= 1
     assert memory.hwrng.plans == sum(len(t.plans) for t in memory.hwrng.tables())
-    exact, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
+    exact, _ = _trajectory("kenv/Kernel-v3", kwargs, range(2), 24, False)
     assert bounded == exact
 
 
@@ -202,10 +202,10 @@ def test_learned_tables_stay_within_max_keys(monkeypatch):
     monkeypatch.setattr(hwrng_ff, "MAX_KEYS", 2)
     kwargs = {"actions": {"wait": ["hwrng_yield", "hwrng_msleep(3)"]}}
     memory = FastForwardMemory()
-    fast, jumps = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, True, memory=memory)
+    fast, jumps = _trajectory("kenv/Kernel-v3", kwargs, range(2), 24, True, memory=memory)
     assert jumps > 0
     assert memory.hwrng.tables() and all(len(t) <= 2 for t in memory.hwrng.tables())
-    exact, _ = _trajectory("kenv/Kernel-v0", kwargs, range(2), 24, False)
+    exact, _ = _trajectory("kenv/Kernel-v3", kwargs, range(2), 24, False)
     assert fast == exact
 
 
@@ -513,8 +513,8 @@ def test_learned_memory_stays_within_its_caps():
     kwargs = {"actions": ["hwrng_yield", "hwrng_msleep(3)", "usleep_range(100,200)", "hwrng_msleep(20)"]}
     memory = FastForwardMemory()
     memory.hwrng.max_tables, memory.hwrng.max_keys = 3, 6
-    fast, jumps = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, True, memory=memory)
-    exact, _ = _trajectory("kenv/HwrngWait-v0", kwargs, range(3), 24, False)
+    fast, jumps = _trajectory("kenv/HwrngWait-v2", kwargs, range(3), 24, True, memory=memory)
+    exact, _ = _trajectory("kenv/HwrngWait-v2", kwargs, range(3), 24, False)
     tables = memory.hwrng.tables()
     assert jumps > 0 and fast == exact
     assert len(tables) <= 3 and sum(len(t) for t in tables) == memory.hwrng.keys <= 6

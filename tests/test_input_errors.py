@@ -14,8 +14,8 @@ import kenv  # noqa: F401  (registers the ids)
 from kenv.envs.registration import ENV_KWARGS, ENVS
 from kenv.errors import ConfigError
 
-PHASED = {"kenv/RandomMix-v0": "traffic_phases", "kenv/HwrngWait-v0": "reader_phases",
-          "kenv/Raid6Bench-v0": "load_phases", "kenv/Kernel-v0": "load_phases"}
+PHASED = {"kenv/RandomMix-v2": "traffic_phases", "kenv/HwrngWait-v2": "reader_phases",
+          "kenv/Raid6Bench-v3": "load_phases", "kenv/Kernel-v3": "load_phases"}
 
 
 def _error(make) -> str:
@@ -32,20 +32,20 @@ def _error(make) -> str:
                                          ("preempt", {"full": 2, "none": -0.5})])
 def test_negative_weight_names_the_weight(field, dist):
     bad = next(c for c, w in dist.items() if w < 0)
-    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={field: dist}))
+    msg = _error(lambda: gym.make("kenv/RandomMixPhased-v0", scenario={field: dist}))
     assert f"{field}.{bad}: got {dist[bad]!r}" in msg
     assert ">= 0" in msg and "not all zero" in msg
 
 
 def test_all_zero_weights_say_so():
-    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 0, "sweep": 0}}))
+    msg = _error(lambda: gym.make("kenv/RandomMixPhased-v0", scenario={"traffic_phases": {"none": 0, "sweep": 0}}))
     assert "traffic_phases: got {'none': 0, 'sweep': 0}" in msg and "not all zero" in msg
 
 
 def test_negative_weight_in_a_yaml_mix(tmp_path):
     p = tmp_path / "mix.yaml"
     p.write_text("mix:\n  load_phases: {onoff: 1, stops: -2}\n")
-    msg = _error(lambda: gym.make("kenv/Raid6Bench-v2", scenario=str(p)))
+    msg = _error(lambda: gym.make("kenv/Raid6BenchPhased-v0", scenario=str(p)))
     assert "load_phases.stops: got -2" in msg and ">= 0" in msg
 
 
@@ -56,14 +56,14 @@ def test_a_yaml_exponent_read_as_a_string_says_how_to_write_it(tmp_path, kind):
     p = tmp_path / f"{kind}.yaml"
     p.write_text("mix:\n  load_phases: {onoff: 1e3, stops: 1}\n" if kind == "scenario" else
                  "weights: {entropy: 1, throughput: 1, latency: 1e3, rcu_stall: 5, bug: 10, spin: 1}\n")
-    msg = _error(lambda: gym.make("kenv/Raid6Bench-v2", **{kind: str(p)}))
+    msg = _error(lambda: gym.make("kenv/Raid6BenchPhased-v0", **{kind: str(p)}))
     assert "got '1e3'" in msg and "write 1.0e+3" in msg and "!!float 1e3" in msg, msg
     p.write_text(p.read_text().replace("1e3", "1.0e+3"))   # (as the message says: accepted)
-    gym.make("kenv/Raid6Bench-v2", **{kind: str(p)}).close()
+    gym.make("kenv/Raid6BenchPhased-v0", **{kind: str(p)}).close()
 
 
 def test_bad_choice_in_a_weighted_mix_still_names_the_choices():
-    msg = _error(lambda: gym.make("kenv/RandomMix-v1", scenario={"traffic_phases": {"none": 1, "often": 2}}))
+    msg = _error(lambda: gym.make("kenv/RandomMixPhased-v0", scenario={"traffic_phases": {"none": 1, "often": 2}}))
     assert "often" in msg and "'sweep'" in msg
 
 
@@ -97,7 +97,7 @@ def test_phase_field_without_phases_says_phases_true(env_id, field, how, tmp_pat
 
 @pytest.mark.parametrize("value", ["rngd", ["preempt", "full"], 3])
 def test_reset_scenario_not_a_mapping(value):
-    env = gym.make("kenv/HwrngWait-v0")
+    env = gym.make("kenv/HwrngWait-v2")
     msg = _error(lambda: env.reset(options={"scenario": value}))
     assert msg.startswith(f"options.scenario: got {value!r}")
     assert "a mapping" in msg and type(value).__name__ in msg and "preempt" in msg
@@ -105,7 +105,7 @@ def test_reset_scenario_not_a_mapping(value):
 
 
 def test_reset_unknown_option_key():
-    env = gym.make("kenv/HwrngWait-v0")
+    env = gym.make("kenv/HwrngWait-v2")
     msg = _error(lambda: env.reset(options={"scenarios": {}}))
     assert msg.startswith("options.scenarios:") and "'scenario' only" in msg
 
@@ -130,7 +130,7 @@ def test_a_bool_is_not_an_action(env_id):
 @pytest.mark.parametrize("kind, text", [
     ("reward", "name: x\nweights:\n  entropy: 1.0\n  entropy: 2.0\n"),
     ("scenarios", "preempt: full\nload: 0\npreempt: rt\n"),
-    ("train", "kenv/Raid6Bench-v0:\n  n_envs: 2\n  gamma: 0.9\n  n_envs: 4\n"),
+    ("train", "kenv/Raid6Bench-v3:\n  n_envs: 2\n  gamma: 0.9\n  n_envs: 4\n"),
 ])
 def test_a_key_given_twice_is_refused_with_its_lines(tmp_path, kind, text):
     """PyYAML keeps the last of two equal keys without a word; kenv refuses the file."""
@@ -147,7 +147,7 @@ def test_a_key_that_overrides_a_merged_one_is_not_a_repeat(tmp_path):
     from kenv.envs.config import load_yaml
 
     path = tmp_path / "x.yaml"
-    path.write_text("default: &d\n  gamma: 0.9\n  n_envs: 2\nkenv/Raid6Bench-v0:\n  <<: *d\n  gamma: 0.5\n"
-                    "kenv/Raid6Bench-v1:\n  <<: *d\n")
+    path.write_text("default: &d\n  gamma: 0.9\n  n_envs: 2\nkenv/Raid6Bench-v3:\n  <<: *d\n  gamma: 0.5\n"
+                    "kenv/Raid6BenchBalanced-v0:\n  <<: *d\n")
     data, _ = load_yaml("train", str(path))
-    assert data["kenv/Raid6Bench-v0"] == {"gamma": 0.5, "n_envs": 2} and data["kenv/Raid6Bench-v1"]["gamma"] == 0.9
+    assert data["kenv/Raid6Bench-v3"] == {"gamma": 0.5, "n_envs": 2} and data["kenv/Raid6BenchBalanced-v0"]["gamma"] == 0.9

@@ -63,12 +63,12 @@ def test_a_failed_job_is_one_line_from_the_cli(tmp_path, monkeypatch, capsys):
     from kenv.errors import JobError
 
     def fail(*a, **k):
-        raise JobError("job seed_job kenv/HwrngWait-v0 0 failed on Ray after 3 retries: WorkerCrashedError")
+        raise JobError("job seed_job kenv/HwrngWait-v2 0 failed on Ray after 3 retries: WorkerCrashedError")
 
     monkeypatch.setattr(rd, "run_jobs", fail)
     with pytest.raises(SystemExit) as e:
-        main(["rediscover", "--envs", "kenv/HwrngWait-v0", "--out", str(tmp_path), "--no-plots"])
+        main(["rediscover", "--envs", "kenv/HwrngWait-v2", "--out", str(tmp_path), "--no-plots"])
     err = capsys.readouterr().err
     assert e.value.code == 1 and "Traceback" not in err
-    assert err.endswith("error: job seed_job kenv/HwrngWait-v0 0 failed on Ray after 3 retries: "
+    assert err.endswith("error: job seed_job kenv/HwrngWait-v2 0 failed on Ray after 3 retries: "
                         "WorkerCrashedError\n"), err

@@ -9,7 +9,7 @@ anywhere: Python imports it before any of its submodules anyway.
 
 Besides the order: no module below kenv/envs imports gymnasium, and no
 environment module (one that ``kenv.envs.registration.ENVS`` names) imports
-another: Kernel-v0 composes the subsystems (kenv/subsystems), not its sibling
+another: Kernel-v3 composes the subsystems (kenv/subsystems), not its sibling
 environments.
 """
 
@@ -141,7 +141,7 @@ def test_no_env_module_imports_a_sibling_env_module():
     from kenv.envs.registration import ENVS
 
     env_modules = {entry.split(":")[0] for _, entry, _ in ENVS}
-    # one module per env class; its versions and variants (-v1, the controls) share it
+    # one module per env class; its versions and variants (Phased, the controls) share it
     assert len(env_modules) == len({entry for _, entry, _ in ENVS})
     bad = []
     for module in sorted(env_modules):

@@ -16,12 +16,12 @@ ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
 @pytest.mark.parametrize("argv, hours", [
-    (["train", "--config", "ppo", "--env", "kenv/Kernel-v0", "--n-timesteps", "100000000"],
-     1e8 / TRAIN_STEPS_PER_S["kenv/Kernel-v0"] / 3600),
-    (["evaluate", "--env", "kenv/Kernel-v2", "--episodes", "1000000", "--policy", "patched"],
-     1e6 * EPISODE_S["kenv/Kernel-v2"] / 3600),
-    (["rediscover", "--envs", "kenv/HwrngWait-v0", "--seeds", "20", "--n-timesteps", "1024000"],
-     20 * 1024000 / TRAIN_STEPS_PER_S["kenv/HwrngWait-v0"] / 3600),
+    (["train", "--config", "ppo", "--env", "kenv/Kernel-v3", "--n-timesteps", "100000000"],
+     1e8 / TRAIN_STEPS_PER_S["kenv/Kernel-v3"] / 3600),
+    (["evaluate", "--env", "kenv/KernelPhased-v0", "--episodes", "1000000", "--policy", "patched"],
+     1e6 * EPISODE_S["kenv/KernelPhased-v0"] / 3600),
+    (["rediscover", "--envs", "kenv/HwrngWait-v2", "--seeds", "20", "--n-timesteps", "1024000"],
+     20 * 1024000 / TRAIN_STEPS_PER_S["kenv/HwrngWait-v2"] / 3600),
 ])
 def test_a_long_job_says_so_before_it_starts(argv, hours, tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "kenv.cli", *argv, "--out", str(tmp_path / "o")]
@@ -42,7 +42,7 @@ def test_a_long_job_says_so_before_it_starts(argv, hours, tmp_path):
 
 
 def test_json_carries_the_estimate_and_a_short_job_says_nothing():
-    r = subprocess.run([sys.executable, "-m", "kenv.cli", "evaluate", "--env", "kenv/RandomMix-v0", "--episodes", "3",
+    r = subprocess.run([sys.executable, "-m", "kenv.cli", "evaluate", "--env", "kenv/RandomMix-v2", "--episodes", "3",
                         "--json"], capture_output=True, text=True, env=ENV, timeout=120)
     assert r.returncode == 0 and "ask for about" not in r.stderr
     est = json.loads(r.stdout)["estimate_s"]

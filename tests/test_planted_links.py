@@ -22,11 +22,11 @@ from kenv.cli import main
 CONTENT = "the user's own file\n"
 
 COMMANDS = {
-    "train": ["train", "--config", "ppo", "--env", "kenv/RandomMix-v0", "--n-timesteps", "256", "--no-progress",
+    "train": ["train", "--config", "ppo", "--env", "kenv/RandomMix-v2", "--n-timesteps", "256", "--no-progress",
               "--out", "OUT"],
-    "rediscover": ["rediscover", "--envs", "kenv/HwrngWait-v0", "--seeds", "1", "--n-timesteps", "512",
+    "rediscover": ["rediscover", "--envs", "kenv/HwrngWait-v2", "--seeds", "1", "--n-timesteps", "512",
                    "--no-plots", "--out", "OUT"],
-    "discover": ["discover", "--env", "kenv/HwrngWait-v0", "--profile", "balanced", "--steps", "64", "--seeds", "2",
+    "discover": ["discover", "--env", "kenv/HwrngWait-v2", "--profile", "balanced", "--steps", "64", "--seeds", "2",
                  "--out", "OUT"],
 }
 #: what the rerun adds so that it writes again (train refuses a used folder without it)
@@ -90,7 +90,7 @@ def test_trace_out_that_is_a_link_is_refused(tmp_path, capsys):
     target = tmp_path / "target.txt"
     target.write_text(CONTENT)
     (tmp_path / "t.json").symlink_to(target)
-    for argv in (["trace", "env", "--env", "kenv/RandomMix-v0", "--policy", "patched", "--steps", "2"],
+    for argv in (["trace", "env", "--env", "kenv/RandomMix-v2", "--policy", "patched", "--steps", "2"],
                  ["trace", "experiment", "hwrng-dd", "--bytes", "100"]):
         with pytest.raises(SystemExit) as e:
             main(argv + ["--out", str(tmp_path / "t.json")])
@@ -104,7 +104,7 @@ def test_evaluate_record_that_is_a_link_is_refused(tmp_path, capsys):
     target.write_text(CONTENT)
     (tmp_path / "r.jsonl").symlink_to(target)
     with pytest.raises(SystemExit) as e:
-        main(["evaluate", "--env", "kenv/HwrngWait-v0", "--policy", "original", "--episodes", "1",
+        main(["evaluate", "--env", "kenv/HwrngWait-v2", "--policy", "original", "--episodes", "1",
               "--record", str(tmp_path / "r.jsonl")])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and "symbolic link" in line and "r.jsonl" in line, line
@@ -121,7 +121,7 @@ def test_record_episodes_does_not_append_through_a_link(tmp_path):
     target = tmp_path / "target.txt"
     target.write_text(CONTENT)
     (tmp_path / "r.jsonl").symlink_to(target)
-    env = kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v0"), str(tmp_path / "r.jsonl"))
+    env = kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v2"), str(tmp_path / "r.jsonl"))
     env.reset(seed=0)
     with pytest.raises(ConfigError, match="symbolic link"):
         done = False

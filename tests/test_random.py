@@ -291,12 +291,12 @@ def _qperf_env_trajectory(env, *, steps: int, seeds: int = 3, before_episode=Non
 
 
 @pytest.mark.parametrize("env_id,kwargs", [
-    ("kenv/RandomMix-v0", {}),
-    ("kenv/RandomMix-v0", {"scenario": {"threshold": 64, "msg_size": "64K"}}),
-    ("kenv/RandomMix-v0", {"actions": ["workqueue", "timer", "schedule_work", "hardirq"]}),
+    ("kenv/RandomMix-v2", {}),
+    ("kenv/RandomMix-v2", {"scenario": {"threshold": 64, "msg_size": "64K"}}),
+    ("kenv/RandomMix-v2", {"actions": ["workqueue", "timer", "schedule_work", "hardirq"]}),
     # a timer mix scheduled before a step's end fires after it, under the next step's deferral
-    ("kenv/RandomMix-v0", {"actions": ["timer", "workqueue"], "scenario": {"hz": 250}}),
-    ("kenv/Kernel-v0", {}),
+    ("kenv/RandomMix-v2", {"actions": ["timer", "workqueue"], "scenario": {"hz": 250}}),
+    ("kenv/Kernel-v3", {}),
 ])
 def test_env_qperf_fast_forward_matches_every_round_trip(monkeypatch, env_id, kwargs):
     """The environments run qperf on across steps (run_slice) and fast-forward
@@ -327,18 +327,18 @@ _KERNEL_32K = {"platform": "x86-ib40g", "preempt": "full", "hz": 1000, "msg_size
     # both hosts' mix timers fire at the very nanosecond a fast-forwarded round trip
     # ends (1.05 s, a 5 ms step's end): in detail they run first and end it 600 ns
     # late; the fast-forward ended it on time and gave the 600 ns to the next one
-    [("kenv/Kernel-v0", {"scenario": {"platform": "x86-ib40g", "preempt": "platform", "hz": "platform",
+    [("kenv/Kernel-v3", {"scenario": {"platform": "x86-ib40g", "preempt": "platform", "hz": "platform",
                                       "msg_size": "32K", "threshold": 64, "step_ms": 5, "reader_bs": 4,
                                       "silent_s": 1, "load": "none", "cyclictest_interval_us": 10000}},
       [261440])],
     # a busy tick's mix timer at the very nanosecond of the client's last interrupt
     # (446 ms): in detail the mix runs first and the interrupt counts after it; the
-    # plan, with a tick model learned in the Kernel-v0 run, counted it before, and
+    # plan, with a tick model learned in the Kernel-v3 run, counted it before, and
     # the next mix came a round trip late
-    [("kenv/Kernel-v0", {"scenario": _KERNEL_32K, "actions": {"wait": ["usleep_range(500,700)", "cpu_relax",
+    [("kenv/Kernel-v3", {"scenario": _KERNEL_32K, "actions": {"wait": ["usleep_range(500,700)", "cpu_relax",
                                                                       "hwrng_yield", "usleep_range(3000,5000)"]}},
       [359250, 247751]),
-     ("kenv/RandomMix-v0", {"scenario": {"platform": "x86-ib40g", "preempt": "full", "hz": 1000, "msg_size": "32K",
+     ("kenv/RandomMix-v2", {"scenario": {"platform": "x86-ib40g", "preempt": "full", "hz": 1000, "msg_size": "32K",
                                          "threshold": 1024, "step_ms": 20}}, [793715, 90880])],
 ])
 def test_env_qperf_fast_forward_in_cases_found_by_search(draws):
@@ -371,7 +371,7 @@ def _qperf_internals(pair) -> tuple:
 
 
 def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
-    """RandomMix-v0 under ``env_kwargs`` with the fast-forward (from a process that
+    """RandomMix-v2 under ``env_kwargs`` with the fast-forward (from a process that
     has learned nothing) and with every round trip simulated: both trajectories,
     the fast one's ``counter`` summed over its pairs (a tuple of sums for
     several names separated by spaces), each run's
@@ -386,7 +386,7 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
     boundary = qperf.QperfPair.boundary
 
     def run(ff):
-        env = gym.make("kenv/RandomMix-v0", fast_forward=ff, **env_kwargs)
+        env = gym.make("kenv/RandomMix-v2", fast_forward=ff, **env_kwargs)
         episodes, states = [], {}
 
         def recording(pair, t):
@@ -499,7 +499,7 @@ def test_run_slice_changes_size_only_where_announced():
 
     import kenv  # noqa: F401
 
-    env = gym.make("kenv/RandomMix-v0", scenario={"msg_size": "64K"})
+    env = gym.make("kenv/RandomMix-v2", scenario={"msg_size": "64K"})
     env.reset(seed=0)
     env.step(1)
     wl = env.unwrapped._episode.q.wl
@@ -518,11 +518,11 @@ def test_run_slice_changes_size_only_where_announced():
 
 
 @pytest.mark.parametrize("env_id,scenario", [
-    ("kenv/RandomMix-v0", {"msg_size": "64K", "preempt": "platform"}),
+    ("kenv/RandomMix-v2", {"msg_size": "64K", "preempt": "platform"}),
     # many mixes: a run often has not measured its steady round trip by the end of
     # its first step, so the latency reference must not come from that run
-    ("kenv/RandomMix-v0", {"msg_size": "1024K", "threshold": 64}),
-    ("kenv/Kernel-v0", {"msg_size": "64K", "preempt": "platform"}),
+    ("kenv/RandomMix-v2", {"msg_size": "1024K", "threshold": 64}),
+    ("kenv/Kernel-v3", {"msg_size": "64K", "preempt": "platform"}),
 ])
 def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario):
     """A new episode starts with the steady and refill round trips its env

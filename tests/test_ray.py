@@ -16,7 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra kenv-gym[ray] (pip install -e '.[ray]')")
 
-ENVS = ["kenv/HwrngWait-v0", "kenv/RandomMix-v0"]
+ENVS = ["kenv/HwrngWait-v2", "kenv/RandomMix-v2"]
 #: two whole rollouts of both envs' shipped configs: cheap, and long enough to kill a job mid-run
 STEPS = "1024"
 #: the Ray task's process title while it runs a job (kenv.agents.jobs._ray_task)

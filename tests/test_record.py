@@ -8,7 +8,7 @@ import numpy as np
 import kenv
 from kenv.agents.baselines import StaticPolicy, run_episode
 
-ENV = "kenv/Raid6Bench-v0"
+ENV = "kenv/Raid6Bench-v3"
 
 
 def _records(path):

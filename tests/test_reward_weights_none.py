@@ -8,5 +8,5 @@ from kenv.errors import ConfigError
 
 def test_gym_make_refuses_a_none_reward_weight():
     with pytest.raises(ConfigError) as e:
-        gym.make("kenv/Raid6Bench-v0", reward_weights={"throughput": None})
+        gym.make("kenv/Raid6Bench-v3", reward_weights={"throughput": None})
     assert "reward_weights.throughput" in str(e.value) and "\n" not in str(e.value)

@@ -75,7 +75,9 @@ def test_no_irq_threads_is_refused_off_rt(capsys):
 
 def test_kernel_options_are_refused_by_envs_without_them():
     with pytest.raises(ConfigError, match="no version of kenv/HwrngWait simulates"):
-        gym.make("kenv/HwrngWait-v1", irq_threads=True)
+        gym.make("kenv/HwrngWait-v2", irq_threads=True)
+    with pytest.raises(ConfigError, match="False for kenv/HwrngWaitPhased-v0"):
+        gym.make("kenv/HwrngWaitPhased-v0", irq_threads=True)
 
 
 def test_full_has_no_irq_threads_and_steals():
@@ -191,11 +193,11 @@ def test_env_kwarg_only_for_envs_that_offer_it():
 
     import kenv  # noqa: F401
     from kenv.errors import ConfigError
-    env = gym.make("kenv/RandomMix-v0", irq_threads=True, scenario={"preempt": "rt"})
+    env = gym.make("kenv/RandomMix-v2", irq_threads=True, scenario={"preempt": "rt"})
     env.reset(seed=1)
     env.step(0)
     with pytest.raises(ConfigError, match="irq_threads"):
-        gym.make("kenv/Raid6Bench-v0", irq_threads=True)
+        gym.make("kenv/Raid6Bench-v3", irq_threads=True)
 
 
 def test_del_timer_drops_a_callback_waiting_in_the_thread():
@@ -227,7 +229,7 @@ def test_kernel_env_takes_irq_threads():
     import gymnasium as gym
 
     import kenv  # noqa: F401
-    env = gym.make("kenv/Kernel-v0", irq_threads=True, scenario={"preempt": "rt", "step_ms": 5})
+    env = gym.make("kenv/Kernel-v3", irq_threads=True, scenario={"preempt": "rt", "step_ms": 5})
     env.reset(seed=3)
     for _ in range(3):
         env.step(env.action_space.sample())
@@ -243,7 +245,7 @@ def test_randommix_rt_threads_same_with_and_without_fast_forward(msg_size):
     import kenv  # noqa: F401
 
     def run(ff):
-        env = gym.make("kenv/RandomMix-v0", irq_threads=True, fast_forward=ff,
+        env = gym.make("kenv/RandomMix-v2", irq_threads=True, fast_forward=ff,
                        scenario={"preempt": "rt", "msg_size": msg_size, "step_ms": 10})
         out = [env.reset(seed=5)[0].tolist()]
         for i in range(12):
@@ -264,7 +266,7 @@ def test_kernel_env_rt_threads_same_with_and_without_fast_forward():
     import kenv  # noqa: F401
 
     def run(ff):
-        env = gym.make("kenv/Kernel-v0", irq_threads=True, fast_forward=ff,
+        env = gym.make("kenv/Kernel-v3", irq_threads=True, fast_forward=ff,
                        scenario={"preempt": "rt", "msg_size": "16K", "step_ms": 10})
         env.action_space.seed(2)
         out = [env.reset(seed=2)[0].tolist()]

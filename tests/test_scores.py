@@ -37,7 +37,7 @@ def test_bad_input_names_the_field():
 
 
 def test_evaluate_json_carries_the_score():
-    env_id = "kenv/Raid6Bench-v0"
+    env_id = "kenv/Raid6Bench-v3"
     out = subprocess.run([sys.executable, "-m", "kenv.cli", "evaluate", "--env", env_id, "--policy", "patched",
                           "--episodes", "2", "--json"], capture_output=True, text=True, check=True).stdout
     pol = json.loads(out)["policies"][0]

@@ -366,7 +366,7 @@ def test_write_trace_of_an_empty_recorder(tmp_path):
 
 def test_trace_env_with_a_baseline_policy(tmp_path, capsys):
     out = tmp_path / "env.json"
-    res = run_cli(["trace", "env", "--env", "kenv/HwrngWait-v0", "--policy", "patched", "--steps", "4",
+    res = run_cli(["trace", "env", "--env", "kenv/HwrngWait-v2", "--policy", "patched", "--steps", "4",
                    "--out", str(out)], capsys)
     assert len(res["episode"]) == 4
     events = check_trace_events(str(out))
@@ -379,7 +379,7 @@ def test_trace_env_with_a_baseline_policy(tmp_path, capsys):
     assert [m["args"]["reward"] for m in marks] == pytest.approx([s["reward"] for s in res["episode"]])
     assert any(e["ph"] == "X" and e["pid"] != env_pid for e in events)   # the kernel ran
     txt = tmp_path / "env.txt"
-    assert main(["trace", "env", "--env", "kenv/Kernel-v0", "--policy", "random", "--steps", "3",
+    assert main(["trace", "env", "--env", "kenv/Kernel-v3", "--policy", "random", "--steps", "3",
                  "--out", str(txt), "--format", "ftrace"]) == 0
     capsys.readouterr()
     sec = read_ftrace(str(txt))
@@ -390,25 +390,25 @@ def test_trace_env_with_a_baseline_policy(tmp_path, capsys):
 def test_trace_env_with_a_saved_model(tmp_path, capsys):
     from stable_baselines3 import DQN, PPO
 
-    env = gym.make("kenv/HwrngWait-v0")
+    env = gym.make("kenv/HwrngWait-v2")
     PPO("MlpPolicy", env, n_steps=16, batch_size=16, seed=0, device="cpu").save(str(tmp_path / "ppo.zip"))
     DQN("MlpPolicy", env, buffer_size=64, learning_starts=0, seed=0, device="cpu").save(str(tmp_path / "dqn.zip"))
     for name in ("ppo.zip", "dqn.zip"):
         out = tmp_path / f"{name}.json"
-        res = run_cli(["trace", "env", "--env", "kenv/HwrngWait-v0", "--model", str(tmp_path / name),
+        res = run_cli(["trace", "env", "--env", "kenv/HwrngWait-v2", "--model", str(tmp_path / name),
                        "--steps", "3", "--out", str(out)], capsys)
         assert len(res["episode"]) == 3
         check_trace_events(str(out))
     with pytest.raises(SystemExit):
-        main(["trace", "env", "--env", "kenv/HwrngWait-v0", "--model", str(tmp_path / "none.zip"),
+        main(["trace", "env", "--env", "kenv/HwrngWait-v2", "--model", str(tmp_path / "none.zip"),
               "--steps", "3", "--out", str(tmp_path / "x.json")])
     assert "model: got" in capsys.readouterr().err
-    # a model of another version (HwrngWait-v1 observes more): one line, no traceback
+    # a model of another version (HwrngWaitPhased-v0 observes more): one line, no traceback
     with pytest.raises(SystemExit) as e:
-        main(["trace", "env", "--env", "kenv/HwrngWait-v1", "--model", str(tmp_path / "ppo.zip"),
+        main(["trace", "env", "--env", "kenv/HwrngWaitPhased-v0", "--model", str(tmp_path / "ppo.zip"),
               "--steps", "3", "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "model: got" in err and "a model trained on kenv/HwrngWait-v1" in err
+    assert e.value.code == 2 and "model: got" in err and "a model trained on kenv/HwrngWaitPhased-v0" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     with pytest.raises(SystemExit):
         main(["trace", "env", "--env", "kenv/Nope-v0", "--policy", "patched", "--out", str(tmp_path / "x.json")])
@@ -460,7 +460,7 @@ def test_record_video_writes_a_video(tmp_path):
     pytest.importorskip("moviepy", reason="RecordVideo needs moviepy (pip install 'kenv-gym[video]')")
     from gymnasium.wrappers import RecordVideo
 
-    env = gym.make("kenv/HwrngWait-v0", render_mode="rgb_array", max_episode_steps=4)
+    env = gym.make("kenv/HwrngWait-v2", render_mode="rgb_array", max_episode_steps=4)
     folder = tmp_path / "videos"
     env = RecordVideo(env, str(folder), episode_trigger=lambda i: i == 0, disable_logger=True)
     env.reset(seed=0)

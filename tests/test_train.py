@@ -25,9 +25,10 @@ from kenv.agents import rediscover as rd
 from kenv.agents import train as tr
 from kenv.agents.evaluate import evaluate_policy
 from kenv.cli import main
+from kenv.envs import registration
 from kenv.errors import ConfigError
 
-ENV_IDS = sorted(i for i in gym.registry if i.startswith("kenv/"))
+ENV_IDS = sorted(registration.ENV_IDS)   # (the old ids, RENAMED, are the same envs)
 REQUIRED_ROW_KEYS = {"env", "patched", "learned", "match", "return_learned", "return_patched", "return_oracle",
                      "steps", "wall_s"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -109,16 +110,16 @@ def test_policy_kwargs_rl_zoo_spellings():
 def test_policy_kwargs_are_parsed_never_evaluated(tmp_path, monkeypatch, text):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as e:
-        tr.parse_policy_kwargs("ppo.yaml: kenv/Raid6Bench-v0.policy_kwargs", text)
+        tr.parse_policy_kwargs("ppo.yaml: kenv/Raid6Bench-v3.policy_kwargs", text)
     assert "policy_kwargs" in e.value.field
     assert not os.path.exists(tmp_path / "pwned")
 
 
 def test_allowed_env_wrapper_trains(tmp_path):
-    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 256, n_envs: 2, n_steps: 64, batch_size: 64, "
+    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v3: {n_timesteps: 256, n_envs: 2, n_steps: 64, batch_size: 64, "
                                         "env_wrapper: [{gymnasium.wrappers.TimeLimit: {max_episode_steps: 8}}, "
                                         "gymnasium.wrappers.NormalizeObservation]}\n")
-    cfg = tr.load_train_config(path, "kenv/Raid6Bench-v0")
+    cfg = tr.load_train_config(path, "kenv/Raid6Bench-v3")
     env = tr.make_env(cfg)
     assert type(env).__name__ == "NormalizeObservation" and type(env.env).__name__ == "TimeLimit"
     env.reset(seed=0)
@@ -126,7 +127,7 @@ def test_allowed_env_wrapper_trains(tmp_path):
     while not any(env.step(0)[2:4]):
         steps += 1
     assert steps == 8
-    res = tr.train(tr.TrainArgs(config=path, env="kenv/Raid6Bench-v0", out=str(tmp_path / "run"), eval_episodes=2,
+    res = tr.train(tr.TrainArgs(config=path, env="kenv/Raid6Bench-v3", out=str(tmp_path / "run"), eval_episodes=2,
                                 summary_episodes=1), log=lambda s: None)
     assert res.steps == 256
 
@@ -139,7 +140,7 @@ def test_train_closes_its_log_files(tmp_path):
 
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always", ResourceWarning)
-        tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v0", out=str(tmp_path / "run"), n_timesteps=512,
+        tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", out=str(tmp_path / "run"), n_timesteps=512,
                               eval_episodes=1, summary_episodes=1), log=lambda s: None)
         gc.collect()
     assert [str(x.message) for x in w if issubclass(x.category, ResourceWarning)] == []
@@ -148,46 +149,46 @@ def test_train_closes_its_log_files(tmp_path):
 # ------------------------------------------------------------------------ bad input
 def test_missing_config_file_names_the_path_and_the_packaged_configs():
     with pytest.raises(ConfigError) as e:
-        tr.load_train_config("/nonexistent/ppo.yaml", "kenv/Raid6Bench-v0")
+        tr.load_train_config("/nonexistent/ppo.yaml", "kenv/Raid6Bench-v3")
     assert e.value.field == "--config" and "/nonexistent/ppo.yaml" in str(e.value)
     assert "ppo" in e.value.allowed and "dqn" in e.value.allowed
 
 
 def test_unknown_packaged_config_name():
     with pytest.raises(ConfigError) as e:
-        tr.load_train_config("ppx", "kenv/Raid6Bench-v0")
+        tr.load_train_config("ppx", "kenv/Raid6Bench-v3")
     assert e.value.field == "--config" and "a2c" in e.value.allowed
 
 
 def test_unknown_algorithm_names_the_allowed_ones():
     with pytest.raises(ConfigError) as e:
-        tr.load_train_config("ppo", "kenv/Raid6Bench-v0", algo="sac")
+        tr.load_train_config("ppo", "kenv/Raid6Bench-v3", algo="sac")
     assert e.value.field == "algo" and e.value.value == "sac"
     assert e.value.allowed == "ppo, a2c, dqn"
 
 
 def test_algorithm_from_an_unknown_file_name_asks_for_algo(tmp_path):
-    path = _write(tmp_path, "mine.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 100}\n")
+    path = _write(tmp_path, "mine.yaml", "kenv/Raid6Bench-v3: {n_timesteps: 100}\n")
     with pytest.raises(ConfigError) as e:
-        tr.load_train_config(path, "kenv/Raid6Bench-v0")
+        tr.load_train_config(path, "kenv/Raid6Bench-v3")
     assert e.value.field == "algo" and "--algo" in e.value.allowed
-    assert tr.load_train_config(path, "kenv/Raid6Bench-v0", algo="a2c").algo == "a2c"
+    assert tr.load_train_config(path, "kenv/Raid6Bench-v3", algo="a2c").algo == "a2c"
 
 
 def test_unknown_env_id_names_the_registered_ones():
     with pytest.raises(ConfigError) as e:
         tr.load_train_config("ppo", "kenv/Nope-v0")
-    assert e.value.field == "env" and "kenv/Raid6Bench-v0" in e.value.allowed
+    assert e.value.field == "env" and "kenv/Raid6Bench-v3" in e.value.allowed
 
 
 def test_env_without_a_block_in_the_file(tmp_path):
-    other = [i for i in ENV_IDS if i != "kenv/Raid6Bench-v0"]
+    other = [i for i in ENV_IDS if i != "kenv/Raid6Bench-v3"]
     if not other:
         pytest.skip("only one env registered")
-    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 100}\n")
+    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v3: {n_timesteps: 100}\n")
     with pytest.raises(ConfigError) as e:
         tr.load_train_config(path, other[0])
-    assert "env" in e.value.field and e.value.value == other[0] and "kenv/Raid6Bench-v0" in e.value.allowed
+    assert "env" in e.value.field and e.value.value == other[0] and "kenv/Raid6Bench-v3" in e.value.allowed
 
 
 def test_several_blocks_and_no_env_asks_for_env():
@@ -199,14 +200,14 @@ def test_several_blocks_and_no_env_asks_for_env():
 
 
 @pytest.mark.parametrize("text,where", [
-    ("kenv/Raid6Bench-v0: [unclosed\n", "malformed YAML"),
-    ("kenv/Raid6Bench-v0:\n  n_steps: 8\n n_envs: 2\n", "malformed YAML"),
+    ("kenv/Raid6Bench-v3: [unclosed\n", "malformed YAML"),
+    ("kenv/Raid6Bench-v3:\n  n_steps: 8\n n_envs: 2\n", "malformed YAML"),
     ("- a\n- b\n", "list"),
 ])
 def test_malformed_yaml_names_the_file(tmp_path, text, where):
     path = _write(tmp_path, "ppo.yaml", text)
     with pytest.raises(ConfigError) as e:
-        tr.load_train_config(path, "kenv/Raid6Bench-v0")
+        tr.load_train_config(path, "kenv/Raid6Bench-v3")
     assert path in str(e.value) and where in str(e.value)
 
 
@@ -235,20 +236,20 @@ def test_malformed_yaml_names_the_file(tmp_path, text, where):
     ("{n_timesteps: 1000, gamma: 1e0}", "gamma", "write 1.0e+0"),
     ("{n_timesteps: 1000, n_envs: 100000000000}", "n_envs", "1024"),
     ("{n_timesteps: 1000, env_kwargs: [1, 2]}", "env_kwargs", "mapping"),
-    ("[1, 2]", "kenv/Raid6Bench-v0", "mapping"),
+    ("[1, 2]", "kenv/Raid6Bench-v3", "mapping"),
 ])
 def test_bad_hyperparameters_name_the_field(tmp_path, block, field, allowed):
-    path = _write(tmp_path, "ppo.yaml", f"kenv/Raid6Bench-v0: {block}\n")
+    path = _write(tmp_path, "ppo.yaml", f"kenv/Raid6Bench-v3: {block}\n")
     with pytest.raises(ConfigError) as e:
-        tr.load_train_config(path, "kenv/Raid6Bench-v0")
+        tr.load_train_config(path, "kenv/Raid6Bench-v3")
     assert field in e.value.field and path in e.value.field
     assert allowed in e.value.allowed
 
 
 def test_values_the_algorithm_rejects_are_config_errors(tmp_path):
-    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 1000, n_steps: 8, batch_size: 1}\n")
+    path = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v3: {n_timesteps: 1000, n_steps: 8, batch_size: 1}\n")
     with pytest.raises(ConfigError) as e:
-        tr.train(tr.TrainArgs(config=path, env="kenv/Raid6Bench-v0", out=str(tmp_path / "run")))
+        tr.train(tr.TrainArgs(config=path, env="kenv/Raid6Bench-v3", out=str(tmp_path / "run")))
     assert "hyperparameters" in str(e.value)
 
 
@@ -256,15 +257,15 @@ def test_a_new_run_the_algorithm_refuses_leaves_its_out_as_it_was(tmp_path):
     """run.yaml and monitor/ were written before the model was built: after the
     algorithm refused a value, the rerun with the config fixed into the same --out
     was refused ("a new or empty directory", then with --resume "another fingerprint")."""
-    bad = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 16, n_steps: 8, batch_size: 1}\n")
+    bad = _write(tmp_path, "ppo.yaml", "kenv/Raid6Bench-v3: {n_timesteps: 16, n_steps: 8, batch_size: 1}\n")
     run = tmp_path / "run"
     with pytest.raises(ConfigError) as e:
-        tr.train(tr.TrainArgs(config=bad, env="kenv/Raid6Bench-v0", out=str(run)), log=lambda s: None)
+        tr.train(tr.TrainArgs(config=bad, env="kenv/Raid6Bench-v3", out=str(run)), log=lambda s: None)
     assert "hyperparameters" in str(e.value)
     assert set(os.listdir(run)) <= {tr.LOCK_NAME}
     (tmp_path / "fixed").mkdir()
-    good = _write(tmp_path / "fixed", "ppo.yaml", "kenv/Raid6Bench-v0: {n_timesteps: 16, n_steps: 8, batch_size: 8}\n")
-    res = tr.train(tr.TrainArgs(config=good, env="kenv/Raid6Bench-v0", out=str(run), eval_episodes=2),
+    good = _write(tmp_path / "fixed", "ppo.yaml", "kenv/Raid6Bench-v3: {n_timesteps: 16, n_steps: 8, batch_size: 8}\n")
+    res = tr.train(tr.TrainArgs(config=good, env="kenv/Raid6Bench-v3", out=str(run), eval_episodes=2),
                    log=lambda s: None)
     assert res.steps == 16 and (run / "result.json").exists()
 
@@ -280,14 +281,14 @@ def test_dqn_on_a_multidiscrete_env_is_refused(tmp_path, env_id):
 
 def test_cli_train_missing_config_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/Raid6Bench-v0"])
+        main(["train", "--config", "/nonexistent/ppo.yaml", "--env", "kenv/Raid6Bench-v3"])
     assert e.value.code == 2
     assert "kenv train: error: --config" in capsys.readouterr().err
 
 
 def test_cli_train_unknown_algo_and_env_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["train", "--config", "ppo", "--env", "kenv/Raid6Bench-v0", "--algo", "sac"])
+        main(["train", "--config", "ppo", "--env", "kenv/Raid6Bench-v3", "--algo", "sac"])
     assert e.value.code == 2 and "algo: got 'sac'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["train", "--config", "ppo", "--env", "kenv/Nope-v0"])
@@ -299,7 +300,7 @@ def test_rediscover_bad_input(tmp_path):
         rd.rediscover(["kenv/Nope-v0"], out=str(tmp_path))
     assert e.value.field == "--envs"
     with pytest.raises(ConfigError) as e:
-        rd.rediscover(["kenv/Raid6Bench-v0"], seeds=0, out=str(tmp_path))
+        rd.rediscover(["kenv/Raid6Bench-v3"], seeds=0, out=str(tmp_path))
     assert e.value.field == "--seeds"
 
 
@@ -308,33 +309,33 @@ def test_rediscover_rerun_with_other_flags_is_refused_before_any_work(tmp_path, 
     --config, --algo) failed after the baseline tables, naming --resume, a flag
     rediscover does not have.  It is refused first, naming --out and those flags."""
     out = tmp_path / "rd"
-    cfg, targs = rd.seed_setup("kenv/Raid6Bench-v0", 0, "ppo", None, str(out), 64)
+    cfg, targs = rd.seed_setup("kenv/Raid6Bench-v3", 0, "ppo", None, str(out), 64)
     os.makedirs(targs.out)
     with open(os.path.join(targs.out, "run.yaml"), "w") as f:   # (JSON is YAML)
         json.dump({"fingerprint": tr.fingerprint(cfg, 0, targs)}, f)
-    rd.check_seed_runs(["kenv/Raid6Bench-v0"], [0], "ppo", None, str(out), 64)   # the same flags: accepted
+    rd.check_seed_runs(["kenv/Raid6Bench-v3"], [0], "ppo", None, str(out), 64)   # the same flags: accepted
     with pytest.raises(SystemExit) as e:
-        main(["rediscover", "--envs", "kenv/Raid6Bench-v0", "--n-timesteps", "128", "--out", str(out),
+        main(["rediscover", "--envs", "kenv/Raid6Bench-v3", "--n-timesteps", "128", "--out", str(out),
               "--workers", "1", "--no-plots"])
     [line] = capsys.readouterr().err.strip().splitlines()[-1:]
     assert e.value.code == 2 and line.startswith(f"kenv rediscover: error: --out: got '{out}'"), line
     assert "--n-timesteps" in line and "--resume" not in line, line
-    assert sorted(os.listdir(out)) == [".lock", "kenv_Raid6Bench-v0"]   # no baseline table was made
+    assert sorted(os.listdir(out)) == [".lock", "kenv_Raid6Bench-v3"]   # no baseline table was made
 
 
 def test_rediscover_an_env_id_given_twice_is_one_env(tmp_path, monkeypatch):
     """--envs X X gave two rows of X, and with two workers both trained X's seed 0 in
     the same run dir: the second failed on the first's lock, naming its own PID."""
     monkeypatch.setattr(rd, "_rediscover_locked", lambda env_ids, *a: env_ids)
-    assert rd.rediscover(["kenv/Raid6Bench-v0", "kenv/HwrngWait-v0", "kenv/Raid6Bench-v0"],
-                         out=str(tmp_path)) == ["kenv/Raid6Bench-v0", "kenv/HwrngWait-v0"]
+    assert rd.rediscover(["kenv/Raid6Bench-v3", "kenv/HwrngWait-v2", "kenv/Raid6Bench-v3"],
+                         out=str(tmp_path)) == ["kenv/Raid6Bench-v3", "kenv/HwrngWait-v2"]
 
 
 def test_existing_run_dir_needs_resume(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "something").write_text("x")
     with pytest.raises(ConfigError) as e:
-        tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v0", out=str(tmp_path / "run"), n_timesteps=64))
+        tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", out=str(tmp_path / "run"), n_timesteps=64))
     assert e.value.field == "--out" and "--resume" in e.value.allowed
 
 
@@ -371,7 +372,7 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
     """Train in a subprocess, kill it after its first checkpoint, resume, check the files,
     and check that evaluating the saved model gives the run's final evaluation."""
     out = str(tmp_path / "run")
-    cmd = [sys.executable, "-m", "kenv.cli", "train", "--config", "ppo", "--env", "kenv/Raid6Bench-v0",
+    cmd = [sys.executable, "-m", "kenv.cli", "train", "--config", "ppo", "--env", "kenv/Raid6Bench-v3",
            "--seed", "3", "--out", out, "--n-timesteps", "6144", "--checkpoint-freq", "1024",
            "--eval-freq", "1024", "--eval-episodes", "5", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -390,7 +391,7 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
     # without --resume the run dir is refused
     with pytest.raises(SystemExit):
         main(cmd[3:])
-    res = tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v0", seed=3, out=out, resume=True,
+    res = tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", seed=3, out=out, resume=True,
                                 n_timesteps=6144, checkpoint_freq=1024, eval_freq=1024, eval_episodes=5),
                    log=lambda s: None)
     assert res.resumed_from is not None and res.resumed_from >= first_ckpt
@@ -405,21 +406,21 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
     steps = [h["timesteps"] for h in hist]
     assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == 6144
     summary = json.load(open(os.path.join(out, "policy_summary.json")))
-    assert len(summary) == len(gym.make("kenv/Raid6Bench-v0").unwrapped.mix.contexts())
+    assert len(summary) == len(gym.make("kenv/Raid6Bench-v3").unwrapped.mix.contexts())
 
     # evaluation reads the saved model, and gets the run's final evaluation
-    env = gym.make("kenv/Raid6Bench-v0")
+    env = gym.make("kenv/Raid6Bench-v3")
     ev = evaluate_policy(env, tr.ModelPolicy(tr.load_model(out)), 5, seed=tr.EVAL_SEED)
     assert ev.return_mean == pytest.approx(hist[-1]["mean_return"], rel=1e-9)
 
     # a finished run is reported, not retrained
-    again = tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v0", seed=3, out=out, resume=True,
+    again = tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", seed=3, out=out, resume=True,
                                   n_timesteps=6144, checkpoint_freq=1024, eval_freq=1024, eval_episodes=5),
                      log=lambda s: None)
     assert again.to_dict() == res.to_dict()
     # another config in the same dir is refused
     with pytest.raises(ConfigError) as e:
-        tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v0", seed=4, out=out, resume=True,
+        tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", seed=4, out=out, resume=True,
                               n_timesteps=6144), log=lambda s: None)
     assert e.value.field == "--resume"
 
@@ -434,11 +435,11 @@ def test_incomplete_checkpoint_is_ignored(tmp_path):
 
 
 def test_same_seed_same_model_in_process_and_in_a_subprocess(tmp_path):
-    args = dict(config="ppo", env="kenv/Raid6Bench-v0", seed=7, n_timesteps=1536, eval_episodes=3,
+    args = dict(config="ppo", env="kenv/Raid6Bench-v3", seed=7, n_timesteps=1536, eval_episodes=3,
                 eval_freq=512)
     a = tr.train(tr.TrainArgs(out=str(tmp_path / "a"), **args), log=lambda s: None)
     b = tr.train(tr.TrainArgs(out=str(tmp_path / "b"), **args), log=lambda s: None)
-    subprocess.run([sys.executable, "-m", "kenv.cli", "train", "--config", "ppo", "--env", "kenv/Raid6Bench-v0",
+    subprocess.run([sys.executable, "-m", "kenv.cli", "train", "--config", "ppo", "--env", "kenv/Raid6Bench-v3",
                     "--seed", "7", "--n-timesteps", "1536", "--eval-episodes", "3", "--eval-freq", "512",
                     "--out", str(tmp_path / "c"), "--no-progress"], check=True, capture_output=True)
     pa, pb, pc = (_params(tr.load_model(str(tmp_path / d))) for d in "abc")
@@ -452,7 +453,7 @@ def test_same_seed_same_model_in_process_and_in_a_subprocess(tmp_path):
 
 @pytest.mark.parametrize("algo", ["a2c", "dqn"])
 def test_other_algorithms_train(tmp_path, algo):
-    res = tr.train(tr.TrainArgs(config=algo, env="kenv/Raid6Bench-v0", out=str(tmp_path / algo), n_timesteps=1024,
+    res = tr.train(tr.TrainArgs(config=algo, env="kenv/Raid6Bench-v3", out=str(tmp_path / algo), n_timesteps=1024,
                                 eval_episodes=2, summary_episodes=1), log=lambda s: None)
     assert res.algo == algo and res.steps >= 1024
     assert tr.load_model(str(tmp_path / algo)).__class__.__name__ == algo.upper()
@@ -488,24 +489,24 @@ def test_rediscover_quick_run_files_json_resume(tmp_path, capsys):
     """A short rediscover run (2048 steps, so it need not match): the files, the JSON keys,
     a rerun that skips everything, and a partial run resumed from its checkpoint."""
     out = str(tmp_path / "rd")
-    argv = ["rediscover", "--envs", "kenv/Raid6Bench-v0", "--seeds", "2", "--out", out, "--workers", "1",
+    argv = ["rediscover", "--envs", "kenv/Raid6Bench-v3", "--seeds", "2", "--out", out, "--workers", "1",
             "--n-timesteps", "2048", "--json"]
     assert main(argv) == 0
     first = json.loads(capsys.readouterr().out)
     assert len(first["rows"]) == 2
     for row in first["rows"]:
         assert REQUIRED_ROW_KEYS <= set(row)
-        assert row["env"] == "kenv/Raid6Bench-v0" and row["patched"] == "migrate_disable"
+        assert row["env"] == "kenv/Raid6Bench-v3" and row["patched"] == "migrate_disable"
         assert isinstance(row["match"], bool) and row["steps"] == 2048 and row["wall_s"] > 0
-        assert set(row["learned"]) == {c["context"] for c in first["envs"]["kenv/Raid6Bench-v0"]["contexts"]}
-    for name in ("kenv_Raid6Bench-v0_learning_curve.png", "kenv_Raid6Bench-v0_reward_components.png"):
+        assert set(row["learned"]) == {c["context"] for c in first["envs"]["kenv/Raid6Bench-v3"]["contexts"]}
+    for name in ("kenv_Raid6Bench-v3_learning_curve.png", "kenv_Raid6Bench-v3_reward_components.png"):
         with open(os.path.join(out, name), "rb") as f:
             assert f.read(8) == PNG_MAGIC
     assert json.load(open(os.path.join(out, "rediscover.json")))["rows"] == first["rows"]
     assert not [f for _, _, fs in os.walk(out) for f in fs if f.startswith(".kenv-tmp-")]
 
     # rerun: everything is finished, nothing is retrained, same table
-    learned = os.path.join(out, "kenv_Raid6Bench-v0", "seed_1", "learned.json")
+    learned = os.path.join(out, "kenv_Raid6Bench-v3", "seed_1", "learned.json")
     mtime = os.stat(learned).st_mtime_ns
     assert main(argv) == 0
     again = json.loads(capsys.readouterr().out)
@@ -530,7 +531,7 @@ def test_rediscover_quick_run_files_json_resume(tmp_path, capsys):
 
 
 def test_rediscover_same_table_inline_and_in_worker_processes(tmp_path):
-    kw = dict(envs=["kenv/Raid6Bench-v0"], seeds=1, n_timesteps=1024, plots=False, log=lambda s: None)
+    kw = dict(envs=["kenv/Raid6Bench-v3"], seeds=1, n_timesteps=1024, plots=False, log=lambda s: None)
     a = rd.rediscover(out=str(tmp_path / "a"), workers=1, **kw).to_dict()["rows"]
     b = rd.rediscover(out=str(tmp_path / "b"), workers=2, **kw).to_dict()["rows"]
     for r in a + b:
@@ -540,10 +541,10 @@ def test_rediscover_same_table_inline_and_in_worker_processes(tmp_path):
 
 def test_rediscover_text_table(tmp_path, capsys):
     out = str(tmp_path / "rd")
-    assert main(["rediscover", "--envs", "kenv/Raid6Bench-v0", "--out", out, "--workers", "1",
+    assert main(["rediscover", "--envs", "kenv/Raid6Bench-v3", "--out", out, "--workers", "1",
                  "--n-timesteps", "512", "--no-plots"]) == 0
     text = capsys.readouterr().out
-    assert "kenv/Raid6Bench-v0" in text and "migrate_disable" in text and "matters" in text
+    assert "kenv/Raid6Bench-v3" in text and "migrate_disable" in text and "matters" in text
 
 
 #: envs where PPO is known not to find the patch within the budget, and why.  Each runs
@@ -554,15 +555,15 @@ NOT_YET_REDISCOVERED: dict[str, str] = {}
 #: envs that do not yet reach 5 of 5 seeds, the number they reach, and why.  The
 #: target stays 5/5: this records where the project is, and fails if it gets worse.
 MIN_MATCHED: dict[str, tuple[int, str]] = {
-    "kenv/Kernel-v1": (3, "seeds 0 and 2 take hwrng_yield on only ~1/3 of a 4K context's steps: "
+    "kenv/KernelBoot-v0": (3, "seeds 0 and 2 take hwrng_yield on only ~1/3 of a 4K context's steps: "
                           "hwrng_msleep(1000) while the crng is EMPTY (the generator's warm-up, ~2/3 of "
                           "those steps) delays nothing and makes READY 1 ms sooner (+0.05 of the return over "
                           "the patch, every context), so PPO learns it and forcing hwrng_yield gains nothing; "
                           "seed 2 also keeps preempt_disable on ~half the steps of two load=20/50 contexts "
-                          "(Kernel-v0's config; seeds 0..9 6/10; gamma 0.95: 1-2/5, gae_lambda 0.8: 3/5)"),
-    "kenv/Kernel-v2": (1, "on an Intel Xeon 1/5 (seed 3; torch's float rounding differs from the AMD EPYC "
+                          "(Kernel-v3's config; seeds 0..9 6/10; gamma 0.95: 1-2/5, gae_lambda 0.8: 3/5)"),
+    "kenv/KernelPhased-v0": (1, "on an Intel Xeon 1/5 (seed 3; torch's float rounding differs from the AMD EPYC "
                           "where seeds 0..4 gave 3/5, so which seeds pass moves with the machine); "
-                          "with gae_lambda 0.8 (configs/train/ppo.yaml; Kernel-v0's 0.95: 0/5) seeds "
+                          "with gae_lambda 0.8 (configs/train/ppo.yaml; Kernel-v3's 0.95: 0/5) seeds "
                           "0..4 3/5, seeds 0..9 4/10; every miss is the wait's most frequent value only: "
                           "before crng READY with the /dev/hwrng reader idle the wait has no effect (forcing "
                           "hwrng_yield gains nothing beyond the noise), and a seed may take "
@@ -635,9 +636,9 @@ def test_a_yaml_path_in_env_kwargs_counts_by_its_content(tmp_path, kwarg, packag
     text = open(src, encoding="utf-8").read()
     path = tmp_path / "mine.yaml"
     path.write_text(text)
-    cfg = tr.load_train_config("ppo", "kenv/HwrngWait-v0")
+    cfg = tr.load_train_config("ppo", "kenv/HwrngWait-v2")
     cfg.env_kwargs = {kwarg: str(path)}
-    args = tr.TrainArgs(config="ppo", env="kenv/HwrngWait-v0", out=str(tmp_path / "run"))
+    args = tr.TrainArgs(config="ppo", env="kenv/HwrngWait-v2", out=str(tmp_path / "run"))
     first = tr.fingerprint(cfg, 0, args)
     path.write_text(text + "\n# edited\n" if kwarg == "scenario" else text.replace("spin: 1.0", "spin: 3.0"))
     edited = tr.fingerprint(cfg, 0, args)
@@ -655,8 +656,8 @@ def test_cli_train_says_when_it_trains_past_n_timesteps(tmp_path, capsys, algo, 
     """SB3 trains whole rollouts: --n-timesteps between two multiples trains the next one.
     The CLI says so in one line before training (and only then); --json's steps is the
     steps trained."""
-    path = _write(tmp_path, f"{algo}.yaml", f"kenv/Raid6Bench-v0: {block}\n")
-    assert main(["train", "--config", path, "--env", "kenv/Raid6Bench-v0", "--n-timesteps", str(asked),
+    path = _write(tmp_path, f"{algo}.yaml", f"kenv/Raid6Bench-v3: {block}\n")
+    assert main(["train", "--config", path, "--env", "kenv/Raid6Bench-v3", "--n-timesteps", str(asked),
                  "--out", str(tmp_path / "run"), "--eval-episodes", "2", "--eval-freq", "1000",
                  "--checkpoint-freq", "1000", "--no-progress", "--json"]) == 0
     captured = capsys.readouterr()
@@ -674,11 +675,11 @@ def test_rediscover_says_which_envs_train_past_n_timesteps(tmp_path, monkeypatch
     rollout does not divide it and the steps it will train (rows' steps: what it did)."""
     monkeypatch.setattr(rd, "_rediscover_locked", lambda *a, **k: None)
     logged: list[str] = []
-    rd.rediscover(envs=["kenv/HwrngWait-v0", "kenv/Kernel-v0"], n_timesteps=600, out=str(tmp_path / "o"),
+    rd.rediscover(envs=["kenv/HwrngWait-v2", "kenv/Kernel-v3"], n_timesteps=600, out=str(tmp_path / "o"),
                   log=logged.append)
     [line] = [s for s in logged if "whole rollouts" in s]
-    assert "--n-timesteps 600" in line and "kenv/HwrngWait-v0 1,024" in line and "kenv/Kernel-v0 768" in line
+    assert "--n-timesteps 600" in line and "kenv/HwrngWait-v2 1,024" in line and "kenv/Kernel-v3 768" in line
     logged.clear()
-    rd.rediscover(envs=["kenv/HwrngWait-v0", "kenv/Kernel-v0"], n_timesteps=1024, out=str(tmp_path / "o"),
+    rd.rediscover(envs=["kenv/HwrngWait-v2", "kenv/Kernel-v3"], n_timesteps=1024, out=str(tmp_path / "o"),
                   log=logged.append)
     assert not [s for s in logged if "whole rollouts" in s]

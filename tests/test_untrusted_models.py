@@ -23,7 +23,7 @@ import kenv  # noqa: F401  (registers the ids)
 from kenv.agents.policy import load_model
 from kenv.errors import ConfigError
 
-ENV = "kenv/RandomMix-v0"
+ENV = "kenv/RandomMix-v2"
 
 
 class _Touch:

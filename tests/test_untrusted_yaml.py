@@ -24,7 +24,7 @@ BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".jo
 FILES = {
     "profile": "weights: {entropy: 1}\nx:\n  " + BOMB.replace("\n", "\n  "),
     "scenario": "mix:\n  preempt: {full: 1}\nx:\n  " + BOMB.replace("\n", "\n  "),
-    "config": "kenv/RandomMix-v0:\n  n_timesteps: 64\n  x:\n    " + BOMB.replace("\n", "\n    "),
+    "config": "kenv/RandomMix-v2:\n  n_timesteps: 64\n  x:\n    " + BOMB.replace("\n", "\n    "),
 }
 DEEP = "[" * 500 + "]" * 500
 RECURSIVE = "a: &a [1, *a]\n"
@@ -57,7 +57,7 @@ def test_gym_make_refuses_a_bomb(tmp_path, kind):
     p.write_text(FILES[kind])
     t0 = time.perf_counter()
     with pytest.raises(ConfigError) as e:
-        gym.make("kenv/Raid6Bench-v2", **{kind: str(p)})
+        gym.make("kenv/Raid6BenchPhased-v0", **{kind: str(p)})
     assert time.perf_counter() - t0 < 1.0
     _one_line_about(str(e.value), str(p), f"{MAX_YAML_NODES:,} nodes")
 
@@ -78,7 +78,7 @@ def test_kenv_train_refuses_a_bomb_config(tmp_path):
 def test_kenv_train_resume_refuses_a_bomb_run_yaml(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.yaml").write_text(BOMB)
-    r = _kenv("train", "--config", "ppo", "--env", "kenv/RandomMix-v0", "--out", "run", "--resume",
+    r = _kenv("train", "--config", "ppo", "--env", "kenv/RandomMix-v2", "--out", "run", "--resume",
               "--n-timesteps", "64", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     _one_line_about(r.stderr, "run.yaml", f"{MAX_YAML_NODES:,} nodes")
@@ -90,5 +90,5 @@ def test_kenv_evaluate_ignores_a_bomb_run_yaml_beside_a_model(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.yaml").write_text(BOMB)
     (tmp_path / "run" / "model.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)
-    r = _kenv("evaluate", "--env", "kenv/RandomMix-v0", "--model", "run/model.zip", cwd=tmp_path)
+    r = _kenv("evaluate", "--env", "kenv/RandomMix-v2", "--model", "run/model.zip", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

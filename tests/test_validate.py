@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ENV = "kenv/Raid6Bench-v0"
+ENV = "kenv/Raid6Bench-v3"
 MAKE = """
 import sys, gymnasium as gym, kenv
 env = kenv.RecordEpisodes(gym.make("{env}"{kw}), sys.argv[1])

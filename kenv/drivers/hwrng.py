@@ -554,7 +554,7 @@ class HwrngCore:
     #: the rng_dev_read() in progress of each reader (what it keeps on its stack)
     reading: dict[Task, "ReadCall"] = field(default_factory=dict)
     #: set by whoever drives the simulation when its steps end at a read(2)
-    #: completion (HwrngWait-v0: after this many), or when what a reader does
+    #: completion (HwrngWait-v2: after this many), or when what a reader does
     #: after its read depends on it (a phased reader about to park): a
     #: fast-forward must not skip one
     read_budget: int | None = None

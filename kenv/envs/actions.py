@@ -1,5 +1,5 @@
 """The action of an env: ``Discrete`` over one kernel decision's choices, or
-``MultiDiscrete`` over several (Kernel-v0), as one codec the env shell uses.
+``MultiDiscrete`` over several (Kernel-v3), as one codec the env shell uses.
 
 A codec checks the ``actions=`` argument, gives the action space, reads an
 action (an index, or a ConfigError naming what is allowed), names it, turns a

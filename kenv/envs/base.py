@@ -79,7 +79,7 @@ class KenvEnv(gym.Env):
     #: the kernel decision the action makes (kenv.subsystems); it gives the
     #: action names and the baselines' choices below
     DECISION: ClassVar[Decision | None] = None
-    #: or the decisions of a MultiDiscrete action, one dimension each (Kernel-v0)
+    #: or the decisions of a MultiDiscrete action, one dimension each (Kernel-v3)
     DECISIONS: ClassVar[Mapping[str, Decision]] = MappingProxyType({})
     DEFAULT_ACTIONS: ClassVar[tuple[str, ...]] = ()
     EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
@@ -109,7 +109,7 @@ class KenvEnv(gym.Env):
     #: one is given; kenv.envs.scenario.phase_fields_elsewhere)
     SCENARIO_ELSEWHERE: Mapping[str, str] = MappingProxyType({})
     #: the kernel options this env can turn on (keyword arguments; the
-    #: ``-v1`` ids pass them, kenv.envs.registration.ENV_KWARGS)
+    #: variant ids pass them, kenv.envs.registration.ENV_KWARGS)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
     #: the keyword arguments this env takes (set per class by __init_subclass__)
     _KEYWORDS: ClassVar[tuple[str, ...]] = ()
@@ -153,10 +153,10 @@ class KenvEnv(gym.Env):
         if irq_threads:   # (only when on: the saved kwargs of every other env stay as they were)
             self._init_kwargs["irq_threads"] = irq_threads
         #: CFS load balancing in the simulated kernels (kenv.kernel.balance):
-        #: the -v1 dynamics of the envs whose KERNEL_OPTIONS name it
+        #: the variants' dynamics (Raid6BenchBalanced-v0) of the envs whose KERNEL_OPTIONS name it
         self.load_balance = check_load_balance(load_balance, self.ENV_ID, self.KERNEL_OPTIONS)
         #: PREEMPT_RT's forced interrupt threads simulated (kenv.kernel.irq) on
-        #: the scenarios with preempt "rt": the -v1 dynamics of the envs whose
+        #: the scenarios with preempt "rt": the variants' dynamics of the envs whose
         #: KERNEL_OPTIONS name it
         self.irq_threads = check_kernel_option(irq_threads, "irq_threads", self.ENV_ID, self.KERNEL_OPTIONS,
                                                "simulated interrupt threads")
@@ -249,7 +249,7 @@ class KenvEnv(gym.Env):
         self._scenario_info = {f: t(scenario[f]) for f, t in self._scenario_types.items() if f in scenario}
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
         # the phase schedule's own generator (drawn after the simulation's seed:
-        # without phases nothing else is drawn, so -v0 episodes are unchanged)
+        # without phases nothing else is drawn, so the base tasks' episodes are unchanged)
         self._phase_rng = (np.random.default_rng(int(self.np_random.integers(0, 2**63 - 1)))
                            if self.phases else None)
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
@@ -366,7 +366,7 @@ class KenvEnv(gym.Env):
 
     @property
     def made_as(self) -> str:
-        """The id this env was made as (a -v1 is the class of its -v0 with other kwargs)."""
+        """The id this env was made as (a variant is the class of its base task with other kwargs)."""
         return self.spec.id if self.spec is not None else self.ENV_ID
 
     def _render_ansi(self) -> str:

@@ -23,8 +23,8 @@ warmed up too).  The figure is then the rate a training run sees: qperf's
 fast-forward learns the steady round trips and mix triggers of a machine in the
 first several hundred steps of a process and keeps them for every later episode
 (the rng's fast-forward keeps its wait cycles the same way), so a fresh process's
-first steps do more work (seed 0: RandomMix-v0's first 750 execute about a fifth
-more bytecodes per step than its later ones, Kernel-v0's first 250 about a fifth
+first steps do more work (seed 0: RandomMix-v2's first 750 execute about a fifth
+more bytecodes per step than its later ones, Kernel-v3's first 250 about a fifth
 more).  ``warmup=0`` measures from a fresh env.
 """
 
@@ -101,9 +101,9 @@ class BenchResult:
     def format_text(self) -> str:
         lines = [f"CartPole-v1: {self.cartpole_steps_per_s:,.0f} steps/s (reference, same run); "
                  f"each env timed after {self.warmup_steps:,} untimed steps",
-                 f"{'env':<22} {'steps/s':>10} {'x CartPole':>11} {'sim s/step':>11}"]
+                 f"{'env':<28} {'steps/s':>10} {'x CartPole':>11} {'sim s/step':>11}"]
         for e in self.envs:
-            lines.append(f"{e['id']:<22} {e['steps_per_s']:>10,.0f} {e['ratio_to_cartpole']:>11.3f} "
+            lines.append(f"{e['id']:<28} {e['steps_per_s']:>10,.0f} {e['ratio_to_cartpole']:>11.3f} "
                          f"{e['sim_s_per_step']:>11.4f}")
         lines += ["x CartPole: the median over the alternating chunks of env steps/s / CartPole-v1 steps/s",
                   "in the chunk beside it (--json: ratio_to_cartpole; rate_ratio_to_cartpole is the plain",

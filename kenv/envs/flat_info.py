@@ -75,6 +75,6 @@ class FlatInfo(gym.Wrapper):
 def make_flat(env_id: str, **kwargs) -> FlatInfo:
     """``gym.make(env_id, **kwargs)`` in :class:`FlatInfo`: the entry point of the flat
     twins ``kenv-flat/<Name>-vN`` (kenv.envs.registration.flat_id), for clients that make
-    an env from an id only: ``torchrl.envs.GymEnv("kenv:kenv-flat/HwrngWait-v0",
+    an env from an id only: ``torchrl.envs.GymEnv("kenv:kenv-flat/HwrngWait-v2",
     num_envs=4)`` (the ``kenv:`` prefix makes a spawned worker import kenv first)."""
     return FlatInfo(gym.make(env_id, **kwargs))

@@ -1,4 +1,4 @@
-"""kenv/HwrngWait-v0: how bcm2835_rng_read() waits for its FIFO."""
+"""kenv/HwrngWait-v2: how bcm2835_rng_read() waits for its FIFO."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ class HwrngWaitEnv(KenvEnv):
     | 13.. | previous action one-hot (all zero after reset) | 0 | 1 | |
     <!-- end -->
 
-    With ``phases=True`` (HwrngWait-v1) what the driver could read at the
+    With ``phases=True`` (HwrngWaitPhased-v0) what the driver could read at the
     step's end comes before the previous action:
 
     <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
@@ -178,7 +178,7 @@ class HwrngWaitEnv(KenvEnv):
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
     <!-- end -->
 
-    With ``phases=True`` (HwrngWait-v1) info also has:
+    With ``phases=True`` (HwrngWaitPhased-v0) info also has:
 
     <!-- info: PHASE_INFO -->
     | key | type | meaning | at reset |
@@ -211,7 +211,7 @@ class HwrngWaitEnv(KenvEnv):
 
     ## Arguments
 
-    ``gym.make("kenv/HwrngWait-v0", actions=None, scenario=None,
+    ``gym.make("kenv/HwrngWait-v2", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
     fast_forward=True, phases=False)``; scenario fields: ``platform``, ``preempt``, ``hz``,
     ``silent_s``, ``reader_bs`` (and ``reader_phases`` with ``phases=True``).  ``fast_forward=False`` simulates every poll
@@ -219,7 +219,12 @@ class HwrngWaitEnv(KenvEnv):
 
     ## Version History
 
-    * v1 (``phases=True``, kenv.envs.registration.HWRNGWAIT_V1): workloads that change within an episode
+    * v2: same dynamics as v0 (same fingerprint).  The id moved up when the
+      variant below took a name of its own, so that the recommended id is the
+      newest version of its name and ``gym.make`` does not warn;
+      ``kenv/HwrngWait-v0`` stays registered (Gymnasium's notice names v2).
+    * ``kenv/HwrngWaitPhased-v0``, was ``kenv/HwrngWait-v1`` (still registered, same
+      dynamics; ``phases=True``, kenv.envs.registration.HWRNGWAIT_PHASED): workloads that change within an episode
       (issue #31): the /dev/hwrng reader comes and goes by a schedule drawn
       at reset (scenario field ``reader_phases``), and the observation gains the
       FIFO level, readers in ``rng_dev_read()``, ``reading_mutex`` waiters,
@@ -240,7 +245,7 @@ class HwrngWaitEnv(KenvEnv):
     * 96cb9d055445 "hwrng: bcm2835 - use hwrng_msleep() instead of cpu_relax()".
     """
 
-    ENV_ID: ClassVar[str] = "kenv/HwrngWait-v0"
+    ENV_ID: ClassVar[str] = "kenv/HwrngWait-v2"
     DECISION = WAIT
     DEFAULT_SCENARIO = "hwrng"
     SCENARIO_FIELDS = {
@@ -260,7 +265,7 @@ class HwrngWaitEnv(KenvEnv):
         HWRNG_LAST,
         CRNG_PROGRESS,
     )
-    #: added with ``phases=True`` (HwrngWait-v1)
+    #: added with ``phases=True`` (HwrngWaitPhased-v0)
     PHASE_OBSERVATION = (HWRNG_STATE, CRNG_INIT)
     INFO = SHELL + MACHINE + (SIM_TIME,) + HWRNG + POOL + (BITS_CREDITED,) + kernel_reports() + HWRNG_STEP + (STEP_SIM,)
     PHASE_INFO = (READER_PHASE,)
@@ -269,7 +274,7 @@ class HwrngWaitEnv(KenvEnv):
         # phases=True: the reader comes and goes (scenario field ``reader_phases``,
         # mix configs/scenarios/hwrng-v1.yaml) and the observation carries what
         # the driver could read (PHASE_OBSERVATION)
-        self._use_phases(phases, "kenv/HwrngWait-v1", "hwrng-v1", {"reader_phases": tuple(READER_SCHEDULES)},
+        self._use_phases(phases, "kenv/HwrngWaitPhased-v0", "hwrng-v1", {"reader_phases": tuple(READER_SCHEDULES)},
                          self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)

@@ -1,4 +1,4 @@
-"""kenv/Kernel-v0 and -v1: the three decisions on one machine, sharing its CPUs and input pool."""
+"""kenv/Kernel-v3 and its variants: the three decisions on one machine, sharing its CPUs and input pool."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ STARTUP_MARGIN_NS = 5 * NSEC_PER_MSEC
 RAID6_CPU = 1
 READER_CPU = 2
 
-#: Kernel-v1's starting states (scenario field ``start``): ``ready`` as in
-#: Kernel-v0 (the hwrng kthread has made the crng READY), ``boot``: the episode
+#: KernelBoot-v0's starting states (scenario field ``start``): ``ready`` as in
+#: Kernel-v3 (the hwrng kthread has made the crng READY), ``boot``: the episode
 #: starts STARTUP_MARGIN_NS after the rng's probe, while the generator still
 #: discards its warm-up numbers and nothing has credited the input pool yet
 START = ("ready", "boot")
@@ -198,7 +198,7 @@ class KernelEnv(KenvEnv):
     | 17.. | previous action, one-hot per dimension | 0 | 1 | |
     <!-- end -->
 
-    Kernel-v1 inserts the crng state before the previous action:
+    KernelBoot-v0 inserts the crng state before the previous action:
 
     <!-- observation: OBSERVATION + BOOT_OBSERVATION -->
     | index | meaning | min | max | kernel source |
@@ -207,10 +207,10 @@ class KernelEnv(KenvEnv):
     | 20.. | previous action, one-hot per dimension | 0 | 1 | |
     <!-- end -->
 
-    Kernel-v2 (``phases=True``) then adds the NIC's recent interrupt rate
-    and mixes (RandomMix-v1's) and what the hwrng driver could read at the
-    step's end (HwrngWait-v1's) and the modprobe CPU's runqueue length
-    (Raid6Bench-v2's):
+    KernelPhased-v0 (``phases=True``) then adds the NIC's recent interrupt rate
+    and mixes (RandomMixPhased-v0's) and what the hwrng driver could read at the
+    step's end (HwrngWaitPhased-v0's) and the modprobe CPU's runqueue length
+    (Raid6BenchPhased-v0's):
 
     <!-- observation: OBSERVATION + BOOT_OBSERVATION + PHASE_OBSERVATION -->
     | index | meaning | min | max | kernel source |
@@ -282,7 +282,7 @@ class KernelEnv(KenvEnv):
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
     <!-- end -->
 
-    With ``phases=True`` (Kernel-v2) info also has:
+    With ``phases=True`` (KernelPhased-v0) info also has:
 
     <!-- info: PHASE_INFO -->
     | key | type | meaning | at reset |
@@ -298,10 +298,10 @@ class KernelEnv(KenvEnv):
     has finished its warm-up (``RNG_WARMUP_COUNT`` numbers, ~0.24 s), so the
     ``hwrng`` kthread has already made the shared crng READY (the fast pools
     still mix into it, but credit nothing more: ``entropy`` is ~0 here; it
-    matters in RandomMix-v0 and HwrngWait-v0).  ``modprobe raid6_pq`` starts
+    matters in RandomMix-v2 and HwrngWait-v2).  ``modprobe raid6_pq`` starts
     with the first step.  Scenario mix: ``configs/scenarios/kernel.yaml``.
 
-    Kernel-v1 (scenario field ``start``, mix ``configs/scenarios/kernel-v1.yaml``)
+    KernelBoot-v0 (scenario field ``start``, mix ``configs/scenarios/kernel-v1.yaml``)
     starts at boot (``boot``): 5 ms after the rng's probe, while the generator
     discards its warm-up numbers, with nothing credited (``crng_init`` EMPTY).
     The crediting rules of random.c (6.x, as backported to
@@ -316,16 +316,16 @@ class KernelEnv(KenvEnv):
     (the workqueue's regression costs round trips).  Assumed: the host does
     not credit its CPU's RDRAND/RDSEED (``random.trust_cpu=off``) nor a
     bootloader seed, and qperf's traffic (NIC interrupts) runs from the
-    first step.  ``start: ready`` is Kernel-v0's starting state.
+    first step.  ``start: ready`` is Kernel-v3's starting state.
 
-    Kernel-v2 (``phases=True``, mix ``configs/scenarios/kernel-v2.yaml``):
-    Kernel-v1 with qperf's traffic changing size or pausing (``traffic_phases``,
-    see RandomMix-v1), the /dev/hwrng reader coming and going by a schedule
-    drawn at reset (scenario field ``reader_phases``; see HwrngWait-v1 and
+    KernelPhased-v0 (``phases=True``, mix ``configs/scenarios/kernel-v2.yaml``):
+    KernelBoot-v0 with qperf's traffic changing size or pausing (``traffic_phases``,
+    see RandomMixPhased-v0), the /dev/hwrng reader coming and going by a schedule
+    drawn at reset (scenario field ``reader_phases``; see HwrngWaitPhased-v0 and
     kenv.subsystems.phases): an idle reader finishes its read(2) in
     progress and sleeps until a step with a reader begins; and the job on
     the modprobe CPU starting and stopping by another (``load_phases``, see
-    Raid6Bench-v2).
+    Raid6BenchPhased-v0).
 
     ## Episode End
 
@@ -335,12 +335,12 @@ class KernelEnv(KenvEnv):
 
     ## Arguments
 
-    ``gym.make("kenv/Kernel-v0", actions=None, scenario=None, profile="balanced",
+    ``gym.make("kenv/Kernel-v3", actions=None, scenario=None, profile="balanced",
     reward_weights=None, render_mode=None, fast_forward=True, load_balance=False,
     irq_threads=False)``;
-    ``kenv/Kernel-v1`` is ``KernelEnv(boot_states=True)`` (the preset
-    ``KERNEL_V1`` in kenv/envs/registration.py); ``phases=True`` (with
-    ``boot_states=True``: a Kernel-v2) adds the phased workloads.  ``load_balance=True`` runs
+    ``kenv/KernelBoot-v0`` is ``KernelEnv(boot_states=True)`` (the preset
+    ``KERNEL_BOOT`` in kenv/envs/registration.py); ``phases=True`` (with
+    ``boot_states=True``: a KernelPhased-v0) adds the phased workloads.  ``load_balance=True`` runs
     the kernel with CFS load balancing (kenv.kernel.balance; no registered id
     sets it yet, see Version History).
     ``fast_forward=False`` simulates every round trip, poll and read in detail
@@ -348,8 +348,13 @@ class KernelEnv(KenvEnv):
 
     ## Version History
 
-    * v2 (``boot_states=True, irq_threads=True, phases=True``,
-      kenv.envs.registration.KERNEL_V2): v1's boot-time states; PREEMPT_RT's
+    * v3: same dynamics as v0 (same fingerprint).  The id moved up when the
+      variants below took names of their own, so that the recommended id is
+      the newest version of its name and ``gym.make`` does not warn;
+      ``kenv/Kernel-v0`` stays registered (Gymnasium's notice names v3).
+    * ``kenv/KernelPhased-v0``, was ``kenv/Kernel-v2`` (still registered, same
+      dynamics; ``boot_states=True, irq_threads=True, phases=True``,
+      kenv.envs.registration.KERNEL_PHASED): KernelBoot-v0's boot-time states; PREEMPT_RT's
       interrupt threads on the ``rt`` scenarios (see ``irq_threads`` below);
       and workloads that change within an episode (issue #31): qperf's traffic changes size or pauses
       (scenario field ``traffic_phases``), the hwrng reader comes and goes by a
@@ -359,7 +364,8 @@ class KernelEnv(KenvEnv):
       the FIFO level, readers in ``rng_dev_read()``, ``reading_mutex``
       waiters, the time since the last FIFO read and the modprobe CPU's
       runqueue length (entries 20-26; the previous action moves to 27..).
-    * v1: boot-time starting states (issue #30): every episode of the default
+    * ``kenv/KernelBoot-v0``, was ``kenv/Kernel-v1`` (still registered, same
+      dynamics): boot-time starting states (issue #30): every episode of the default
       mix starts before crng READY (scenario field ``start``: ``boot``; ``ready``
       is v0's start), and the observation gains the ``crng_init`` one-hot
       (entries 17-19; the previous action moves to 20..).  Dynamics of a
@@ -376,8 +382,8 @@ class KernelEnv(KenvEnv):
       stretch would hide the moments a CPU goes idle, where a newidle balance
       pulls a waiting task, and they may only skip what they compute
       exactly): steps are about 30x slower, which is why no Kernel id turns
-      it on yet (kenv/Raid6Bench-v1 does).
-    * ``irq_threads=True`` (in v2): on the
+      it on yet (kenv/Raid6BenchBalanced-v0 does).
+    * ``irq_threads=True`` (in KernelPhased-v0): on the
       scenarios with ``preempt`` "rt" the kernels run PREEMPT_RT's forced
       interrupt threads (kenv.kernel.irq): the NIC's handler and NET_RX in
       ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), timer_list timers -- the mix timer,
@@ -392,10 +398,10 @@ class KernelEnv(KenvEnv):
       info; raid6's ``window`` None in steps without a window); trajectories
       unchanged.
     * v0: initial version.  Before the first release the qperf ping-pong was
-      made to run on across steps (as in RandomMix-v0), and a scheduler fix
+      made to run on across steps (as in RandomMix-v2), and a scheduler fix
       stopped charging CPU time to a task preempted before it was switched in.
       The qperf latency reference is known from the first step on (see
-      RandomMix-v0).
+      RandomMix-v2).
 
     ## References
 
@@ -403,7 +409,7 @@ class KernelEnv(KenvEnv):
     and "lib/raid6: Reduce high latency by using migrate instead of preempt".
     """
 
-    ENV_ID: ClassVar[str] = "kenv/Kernel-v0"
+    ENV_ID: ClassVar[str] = "kenv/Kernel-v3"
     DECISIONS = _DECISIONS
     DEFAULT_SCENARIO = "kernel"
     KERNEL_OPTIONS = ("load_balance", "irq_threads")
@@ -429,9 +435,9 @@ class KernelEnv(KenvEnv):
                                 "share of the previous raid6 window's calls lost")),
         CRNG_PROGRESS,
     )
-    #: added with ``boot_states=True`` (Kernel-v1)
+    #: added with ``boot_states=True`` (KernelBoot-v0)
     BOOT_OBSERVATION = (CRNG_INIT,)
-    #: added with ``phases=True`` (Kernel-v2)
+    #: added with ``phases=True`` (KernelPhased-v0)
     PHASE_OBSERVATION = (QPERF_STATE, HWRNG_STATE, RAID6_STATE)
     INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HWRNG + RAID6
             + (POOL[0], POOL[1].with_meaning("bits credited to the shared input pool so far"), POOL[2], BITS_CREDITED)
@@ -442,20 +448,20 @@ class KernelEnv(KenvEnv):
     PREVIOUS_ACTION = "previous action, one-hot per dimension"
 
     def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):
-        self.boot_states = check_bool(boot_states, "boot_states", "True (kenv/Kernel-v1) or False (kenv/Kernel-v0)")
+        self.boot_states = check_bool(boot_states, "boot_states", "True (kenv/KernelBoot-v0) or False (kenv/Kernel-v3)")
         if boot_states:
-            # kenv/Kernel-v1 (issue #30): boot-time starting states in the mix
+            # kenv/KernelBoot-v0 (issue #30): boot-time starting states in the mix
             # (scenario field ``start``) and the crng state in the observation
-            self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/Kernel-v1", "kernel-v1"
+            self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/KernelBoot-v0", "kernel-v1"
             self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, "start": START}
             self.OBSERVATION = self.OBSERVATION + self.BOOT_OBSERVATION
         if phases is True and not boot_states:
-            raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/Kernel-v2: "
-                              "Kernel-v1's starting states and observation, with phased workloads)")
+            raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/KernelPhased-v0: "
+                              "KernelBoot-v0's starting states and observation, with phased workloads)")
         # phases=True (issue #31): the hwrng reader comes and goes (scenario
         # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
         # observation carries what the hwrng driver could read (PHASE_OBSERVATION)
-        self._use_phases(phases, "kenv/Kernel-v2", "kernel-v2",
+        self._use_phases(phases, "kenv/KernelPhased-v0", "kernel-v2",
                          {"traffic_phases": tuple(TRAFFIC_SCHEDULES), "reader_phases": tuple(READER_SCHEDULES),
                           "load_phases": tuple(LOAD_SCHEDULES)},
                          self.PHASE_OBSERVATION)

@@ -45,7 +45,7 @@ class Obs:
     fixed: bool = False
 
     def renamed(self, names: tuple[str, ...], meaning: str | tuple[str, ...]) -> Obs:
-        """The same entries under another env's names (Kernel-v0's raid6 and hwrng rows)."""
+        """The same entries under another env's names (Kernel-v3's raid6 and hwrng rows)."""
         return dataclasses.replace(self, names=names, meaning=meaning)
 
     def __post_init__(self):
@@ -105,7 +105,7 @@ def platform_one_hot(platforms: tuple[str, ...]) -> Obs:
                lambda ep: one_hot(platforms.index(ep.plat.name), len(platforms)), fixed=True)
 
 
-#: the crng state one-hot (HwrngWait-v1, Kernel-v1)
+#: the crng state one-hot (HwrngWaitPhased-v0, KernelBoot-v0)
 CRNG_INIT = Obs(("crng_init == CRNG_EMPTY", "crng_init == CRNG_EARLY", "crng_init == CRNG_READY"),
                 "``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256)",
                 lambda ep: one_hot(ep.pool.crng_init, 3), source="drivers/char/random.c crng_init")

@@ -1,4 +1,4 @@
-"""kenv/Raid6Bench-v0 and -v1: ``modprobe raid6_pq`` under cyclictest, one step per benchmark window."""
+"""kenv/Raid6Bench-v3 and its variants: ``modprobe raid6_pq`` under cyclictest, one step per benchmark window."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ class Raid6BenchEnv(KenvEnv):
     | 13.. | previous action one-hot (all zero after reset) | 0 | 1 | |
     <!-- end -->
 
-    With ``phases=True`` (Raid6Bench-v2) the CPU's runqueue comes before the
+    With ``phases=True`` (Raid6BenchPhased-v0) the CPU's runqueue comes before the
     previous action:
 
     <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
@@ -181,7 +181,7 @@ class Raid6BenchEnv(KenvEnv):
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
     <!-- end -->
 
-    With ``phases=True`` (Raid6Bench-v2) info also has:
+    With ``phases=True`` (Raid6BenchPhased-v0) info also has:
 
     <!-- info: PHASE_INFO -->
     | key | type | meaning | at reset |
@@ -211,10 +211,10 @@ class Raid6BenchEnv(KenvEnv):
 
     ## Arguments
 
-    ``gym.make("kenv/Raid6Bench-v0", actions=None, scenario=None,
+    ``gym.make("kenv/Raid6Bench-v3", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
-    fast_forward=True, load_balance=False)`` (``load_balance``: what -v1
-    sets; see Version History); ``scenario``
+    fast_forward=True, load_balance=False)`` (``load_balance``: what
+    Raid6BenchBalanced-v0 sets; see Version History); ``scenario``
     is a packaged mix name, a YAML path or a dict of field overrides
     (``platform``, ``preempt``, ``hz``, ``kernel``, ``load``,
     ``cyclictest_interval_us``; ``load_phases`` with ``phases=True``).  ``fast_forward`` is accepted like the
@@ -222,13 +222,20 @@ class Raid6BenchEnv(KenvEnv):
 
     ## Version History
 
-    * v2 (``load_balance=True, phases=True``, kenv.envs.registration.RAID6BENCH_V2):
-      v1's load balancing, and the background job starts and stops
+    * v3: same dynamics as v0 (same fingerprint).  The id moved up when the
+      variants below took names of their own, so that the recommended id is
+      the newest version of its name and ``gym.make`` does not warn;
+      ``kenv/Raid6Bench-v0`` stays registered (Gymnasium's notice names v3).
+    * ``kenv/Raid6BenchPhased-v0``, was ``kenv/Raid6Bench-v2`` (still registered,
+      same dynamics; ``load_balance=True, phases=True``,
+      kenv.envs.registration.RAID6BENCH_PHASED): Raid6BenchBalanced-v0's load
+      balancing, and the background job starts and stops
       within the episode (scenario field ``load_phases``); the
       observation gains the benchmarking CPU's runqueue length (entry 13;
-      the previous action moves to 14..).  ``load_phases: none`` is v1's
-      workload.
-    * v1: the kernel balances load (kenv.kernel.balance, ``kernel/sched/fair.c``:
+      the previous action moves to 14..).  ``load_phases: none`` is
+      Raid6BenchBalanced-v0's workload.
+    * ``kenv/Raid6BenchBalanced-v0``, was ``kenv/Raid6Bench-v1`` (still
+      registered, same dynamics): the kernel balances load (kenv.kernel.balance, ``kernel/sched/fair.c``:
       newidle and idle CPUs' periodic balance; ``can_migrate_task()`` refuses
       cache-hot, pinned and migrate-disabled tasks).  modprobe is not pinned:
       waiting behind the background load outside a window (the windows of
@@ -237,8 +244,8 @@ class Raid6BenchEnv(KenvEnv):
       on each CPU it reaches, as ``-S`` has); inside ``migrate_disable()`` it
       cannot be pulled, so a load keeps sharing its windows.  ``bench_cpu``
       stays the CPU modprobe started on.  Same spaces, info keys and scenario
-      fields as v0; ``gym.make("kenv/Raid6Bench-v1")`` passes
-      ``load_balance=True`` (kenv.envs.registration.RAID6BENCH_V1).
+      fields as v0; ``gym.make("kenv/Raid6BenchBalanced-v0")`` passes
+      ``load_balance=True`` (kenv.envs.registration.RAID6BENCH_BALANCED).
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -258,7 +265,7 @@ class Raid6BenchEnv(KenvEnv):
       functions" (Dirk Mueller).
     """
 
-    ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v0"
+    ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v3"
     DECISION = BENCHMARK_MODE
     DEFAULT_SCENARIO = "raid6"
     KERNEL_OPTIONS = ("load_balance",)
@@ -276,7 +283,7 @@ class Raid6BenchEnv(KenvEnv):
             lambda ep: [float(ep.kernel_version == "5.17")], source="lib/raid6/algos.c", fixed=True),
         RAID6_PROGRESS,
     )
-    #: added with ``phases=True`` (Raid6Bench-v2)
+    #: added with ``phases=True`` (Raid6BenchPhased-v0)
     PHASE_OBSERVATION = (RAID6_STATE,)
     INFO = (SHELL + MACHINE + (Info(("kernel",), (str,), "raid6_choose_gen() version (resolved)"), SIM_TIME) + RAID6
             + kernel_reports() + (WORST_WAKEUP, WINDOW, STEP_SIM))
@@ -286,7 +293,7 @@ class Raid6BenchEnv(KenvEnv):
         # phases=True: the background job starts and stops (scenario field
         # ``load_phases``, mix configs/scenarios/raid6-v2.yaml) and the
         # observation carries the benchmarking CPU's runqueue length
-        self._use_phases(phases, "kenv/Raid6Bench-v2", "raid6-v2", {"load_phases": tuple(LOAD_SCHEDULES)},
+        self._use_phases(phases, "kenv/Raid6BenchPhased-v0", "raid6-v2", {"load_phases": tuple(LOAD_SCHEDULES)},
                          self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)

@@ -1,4 +1,4 @@
-"""kenv/RandomMix-v0: where random.c runs the fast-pool mix, under qperf tcp_lat."""
+"""kenv/RandomMix-v2: where random.c runs the fast-pool mix, under qperf tcp_lat."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class RandomMixEnv(KenvEnv):
     | 10.. | previous action one-hot (all zero after reset) | 0 | 1 | |
     <!-- end -->
 
-    With ``phases=True`` (RandomMix-v1) the interrupt rate and the mixes come
+    With ``phases=True`` (RandomMixPhased-v0) the interrupt rate and the mixes come
     before the previous action:
 
     <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
@@ -151,7 +151,7 @@ class RandomMixEnv(KenvEnv):
     | ``step_sim_s`` | float | simulated time of the step | 0.0 |
     <!-- end -->
 
-    With ``phases=True`` (RandomMix-v1) info also has:
+    With ``phases=True`` (RandomMixPhased-v0) info also has:
 
     <!-- info: PHASE_INFO -->
     | key | type | meaning | at reset |
@@ -183,7 +183,7 @@ class RandomMixEnv(KenvEnv):
 
     ## Arguments
 
-    ``gym.make("kenv/RandomMix-v0", actions=None, scenario=None,
+    ``gym.make("kenv/RandomMix-v2", actions=None, scenario=None,
     profile="balanced", reward_weights=None, render_mode=None,
     fast_forward=True, irq_threads=False, phases=False)``; scenario fields: ``platform``,
     ``preempt``, ``hz``, ``msg_size``, ``threshold``, ``step_ms`` (and
@@ -200,9 +200,15 @@ class RandomMixEnv(KenvEnv):
 
     ## Version History
 
-    * v1 (``irq_threads=True, phases=True``, kenv.envs.registration.RANDOMMIX_V1):
-      on the ``rt`` scenarios the kernels run PREEMPT_RT's forced interrupt
-      threads (issue #30; kenv.kernel.irq): the NIC handler and NET_RX in
+    * v2: same dynamics as v0 (same fingerprint).  The id moved up when the
+      variant below took a name of its own, so that the recommended id is the
+      newest version of its name and ``gym.make`` does not warn;
+      ``kenv/RandomMix-v0`` stays registered (Gymnasium's notice names v2).
+    * ``kenv/RandomMixPhased-v0``, was ``kenv/RandomMix-v1`` (still registered,
+      same dynamics; ``irq_threads=True, phases=True``,
+      kenv.envs.registration.RANDOMMIX_PHASED): on the ``rt`` scenarios the
+      kernels run PREEMPT_RT's forced interrupt threads (issue #30;
+      kenv.kernel.irq): the NIC handler and NET_RX in
       ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), the mix timer in ``ksoftirqd/N``
       (5.15-rt), each a wakeup and context switches on qperf's CPU, and NAPI
       batches grow; other preemption models are unchanged.  And workloads
@@ -232,7 +238,7 @@ class RandomMixEnv(KenvEnv):
       534d2eaf1970 "random: do crng pre-init loading in worker rather than irq".
     """
 
-    ENV_ID: ClassVar[str] = "kenv/RandomMix-v0"
+    ENV_ID: ClassVar[str] = "kenv/RandomMix-v2"
     DECISION = DEFERRAL
     DEFAULT_SCENARIO = "randommix"
     SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
@@ -245,7 +251,7 @@ class RandomMixEnv(KenvEnv):
         Obs(("previous step BUG",), "the previous step hit a kernel BUG", lambda ep: [ep.last_bug],
             source="BUG: sleeping function called from invalid context"),
     )
-    #: added with ``phases=True`` (RandomMix-v1)
+    #: added with ``phases=True`` (RandomMixPhased-v0)
     PHASE_OBSERVATION = (QPERF_STATE,)
     INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HOSTS_POOL
             + (BITS_CREDITED.with_meaning("bits credited on both hosts in the step"),)
@@ -256,7 +262,7 @@ class RandomMixEnv(KenvEnv):
         # phases=True: qperf's traffic changes size or pauses (scenario field
         # ``traffic_phases``, mix configs/scenarios/randommix-v1.yaml) and the
         # observation carries the interrupt rate and the fast pool's state
-        self._use_phases(phases, "kenv/RandomMix-v1", "randommix-v1",
+        self._use_phases(phases, "kenv/RandomMixPhased-v0", "randommix-v1",
                          {"traffic_phases": tuple(TRAFFIC_SCHEDULES)}, self.PHASE_OBSERVATION)
         super().__init__(**kwargs)
         self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)

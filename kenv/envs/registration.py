@@ -1,11 +1,18 @@
 """Registration of the kenv environments (one central list, as Gymnasium's own).
 
-A new version of an env (``-v1``) registers the same class with the keyword
-arguments of the dynamics it adds, as Gymnasium registers ``CartPole-v0`` and
-``-v1`` with different ``max_episode_steps``: the ``-v0`` ids keep the
-dynamics their results were measured with.  :data:`ENV_KWARGS` holds
-what each ``-v1`` turns on (each entry a keyword argument of the env class,
-documented in its Version History).
+An id means one task.  A different task made from the same class (boot-time
+starting states, load balancing, workloads that change within an episode) has a
+name of its own, as Gymnasium's ``LunarLanderContinuous`` is ``LunarLander``
+with other keyword arguments: ``kenv/KernelPhased-v0`` registers ``KernelEnv``
+with the keyword arguments of :data:`ENV_KWARGS`.  A version bump (``-vN``) is
+kept for a corrected simulation of the same task, so that the recommended id of
+every task is the highest version of its name and ``gym.make`` does not warn.
+
+The ids of before that rule (issue #39 item 1) stay registered with the dynamics
+they had (:data:`RENAMED`: old id -> the id that replaces it, same dynamics):
+``kenv/Kernel-v0`` is ``kenv/Kernel-v3``'s class and kwargs (Gymnasium's own
+"out of date" notice names ``v3``), and an old variant id such as
+``kenv/Kernel-v2`` is made by :func:`make_renamed`, which says which id it now is.
 """
 
 from __future__ import annotations
@@ -15,53 +22,71 @@ import warnings
 from types import MappingProxyType
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator, parse_env_id
 
 from ..errors import ConfigError
 from ..schema import check_choice
 
-#: what ``kenv/Raid6Bench-v1`` turns on: CFS load balancing in the simulated
-#: kernel (kenv.kernel.balance; issue #30 part 1)
-RAID6BENCH_V1 = MappingProxyType({"load_balance": True})
-#: what ``kenv/Kernel-v1`` turns on: boot-time starting states before crng
+#: what ``kenv/Raid6BenchBalanced-v0`` turns on: CFS load balancing in the
+#: simulated kernel (kenv.kernel.balance; issue #30 part 1)
+RAID6BENCH_BALANCED = MappingProxyType({"load_balance": True})
+#: what ``kenv/KernelBoot-v0`` turns on: boot-time starting states before crng
 #: READY, the crng state observed (issue #30 part 2).  Not load balancing: the
 #: fast-forwards cannot skip a balancing kernel exactly and decline it, which
 #: makes Kernel steps about 30x slower (``gym.make(..., load_balance=True)``
 #: still gives it)
-KERNEL_V1 = MappingProxyType({"boot_states": True})
-#: what ``kenv/RandomMix-v1`` turns on: PREEMPT_RT's forced interrupt threads
+KERNEL_BOOT = MappingProxyType({"boot_states": True})
+#: what ``kenv/RandomMixPhased-v0`` turns on: PREEMPT_RT's forced interrupt threads
 #: on the rt scenarios (kenv.kernel.irq; issue #30 part 3) and traffic that
 #: changes size or pauses within an episode, observed (issue #31)
-RANDOMMIX_V1 = MappingProxyType({"irq_threads": True, "phases": True})
-#: what ``kenv/HwrngWait-v1`` turns on: a /dev/hwrng reader that comes and
+RANDOMMIX_PHASED = MappingProxyType({"irq_threads": True, "phases": True})
+#: what ``kenv/HwrngWaitPhased-v0`` turns on: a /dev/hwrng reader that comes and
 #: goes within an episode, observed (issue #31)
-HWRNGWAIT_V1 = MappingProxyType({"phases": True})
-#: what ``kenv/Raid6Bench-v2`` turns on: v1's load balancing, and a background
-#: job that starts and stops within an episode, observed (issue #31)
-RAID6BENCH_V2 = MappingProxyType({"load_balance": True, "phases": True})
-#: what ``kenv/Kernel-v2`` turns on: v1's boot-time states, PREEMPT_RT's
+HWRNGWAIT_PHASED = MappingProxyType({"phases": True})
+#: what ``kenv/Raid6BenchPhased-v0`` turns on: Raid6BenchBalanced's load balancing,
+#: and a background job that starts and stops within an episode, observed (issue #31)
+RAID6BENCH_PHASED = MappingProxyType({"load_balance": True, "phases": True})
+#: what ``kenv/KernelPhased-v0`` turns on: KernelBoot's boot-time states, PREEMPT_RT's
 #: interrupt threads on the rt scenarios, and the three phased workloads
-KERNEL_V2 = MappingProxyType({"boot_states": True, "irq_threads": True, "phases": True})
+KERNEL_PHASED = MappingProxyType({"boot_states": True, "irq_threads": True, "phases": True})
 #: the controls of ``kenv discover`` (issue #40 item 2; docs/discover.md, Controls):
-#: HwrngWait-v0's dynamics on a scenario mix where, under the ``throughput`` profile,
+#: HwrngWait's dynamics on a scenario mix where, under the ``throughput`` profile,
 #: the best wait flips with an observed row (positive), or does not (negative)
 HWRNGWAIT_CONTROL = MappingProxyType({"scenario": "hwrng-control"})
 HWRNGWAIT_NULL_CONTROL = MappingProxyType({"scenario": "hwrng-null-control"})
 
 ENVS = (
-    # id, entry point, max_episode_steps
-    ("kenv/RandomMix-v0", "kenv.envs.random_mix:RandomMixEnv", 32),
-    ("kenv/HwrngWait-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
-    ("kenv/Raid6Bench-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
-    ("kenv/Kernel-v0", "kenv.envs.kernel_env:KernelEnv", 48),
-    ("kenv/Raid6Bench-v1", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
-    ("kenv/Kernel-v1", "kenv.envs.kernel_env:KernelEnv", 48),
-    ("kenv/RandomMix-v1", "kenv.envs.random_mix:RandomMixEnv", 32),
-    ("kenv/HwrngWait-v1", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
-    ("kenv/Raid6Bench-v2", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
-    ("kenv/Kernel-v2", "kenv.envs.kernel_env:KernelEnv", 48),
+    # id, entry point, max_episode_steps (the ids to use; docs/environments.md, Which id)
+    ("kenv/RandomMix-v2", "kenv.envs.random_mix:RandomMixEnv", 32),
+    ("kenv/HwrngWait-v2", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
+    ("kenv/Raid6Bench-v3", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
+    ("kenv/Kernel-v3", "kenv.envs.kernel_env:KernelEnv", 48),
+    ("kenv/Raid6BenchBalanced-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
+    ("kenv/KernelBoot-v0", "kenv.envs.kernel_env:KernelEnv", 48),
+    ("kenv/RandomMixPhased-v0", "kenv.envs.random_mix:RandomMixEnv", 32),
+    ("kenv/HwrngWaitPhased-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
+    ("kenv/Raid6BenchPhased-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
+    ("kenv/KernelPhased-v0", "kenv.envs.kernel_env:KernelEnv", 48),
     ("kenv/HwrngWaitControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
     ("kenv/HwrngWaitNullControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
 )
+
+#: the ids registered before each task had a name of its own (issue #39 item 1) -> the id
+#: of :data:`ENVS` that replaces each, with the same dynamics (benchmarks/fingerprint.py
+#: prints the same fingerprint for both).  Still registered; kenv's commands and look-ups
+#: (:func:`check_env_id`, the train configs, the scores, the estimates) take them as the new id.
+RENAMED = MappingProxyType({
+    "kenv/RandomMix-v0": "kenv/RandomMix-v2",
+    "kenv/HwrngWait-v0": "kenv/HwrngWait-v2",
+    "kenv/Raid6Bench-v0": "kenv/Raid6Bench-v3",
+    "kenv/Kernel-v0": "kenv/Kernel-v3",
+    "kenv/Raid6Bench-v1": "kenv/Raid6BenchBalanced-v0",
+    "kenv/Kernel-v1": "kenv/KernelBoot-v0",
+    "kenv/RandomMix-v1": "kenv/RandomMixPhased-v0",
+    "kenv/HwrngWait-v1": "kenv/HwrngWaitPhased-v0",
+    "kenv/Raid6Bench-v2": "kenv/Raid6BenchPhased-v0",
+    "kenv/Kernel-v2": "kenv/KernelPhased-v0",
+})
 
 #: the namespace of the flat twins: ``kenv-flat/<Name>-vN`` is ``kenv/<Name>-vN`` with its info
 #: flattened to numbers (kenv.envs.flat_info.FlatInfo), for clients that take an id only
@@ -74,24 +99,64 @@ def flat_id(env_id: str) -> str:
 
 #: the keyword arguments an id registers with (ids not named here: none)
 ENV_KWARGS = MappingProxyType({
-    "kenv/Raid6Bench-v1": RAID6BENCH_V1,
-    "kenv/Kernel-v1": KERNEL_V1,
-    "kenv/RandomMix-v1": RANDOMMIX_V1,
-    "kenv/HwrngWait-v1": HWRNGWAIT_V1,
-    "kenv/Raid6Bench-v2": RAID6BENCH_V2,
-    "kenv/Kernel-v2": KERNEL_V2,
+    "kenv/Raid6BenchBalanced-v0": RAID6BENCH_BALANCED,
+    "kenv/KernelBoot-v0": KERNEL_BOOT,
+    "kenv/RandomMixPhased-v0": RANDOMMIX_PHASED,
+    "kenv/HwrngWaitPhased-v0": HWRNGWAIT_PHASED,
+    "kenv/Raid6BenchPhased-v0": RAID6BENCH_PHASED,
+    "kenv/KernelPhased-v0": KERNEL_PHASED,
     "kenv/HwrngWaitControl-v0": HWRNGWAIT_CONTROL,
     "kenv/HwrngWaitNullControl-v0": HWRNGWAIT_NULL_CONTROL,
 })
 
 
+def canonical_id(env_id: str) -> str:
+    """The id to use for ``env_id``: its new id if it was renamed (:data:`RENAMED`), else itself."""
+    return RENAMED.get(env_id, env_id) if isinstance(env_id, str) else env_id
+
+
+def same_name(old: str, new: str) -> bool:
+    """Whether ``new`` is a higher version of ``old``'s own name (``kenv/Kernel-v0`` ->
+    ``kenv/Kernel-v3``): then Gymnasium's "out of date" notice names it already."""
+    return parse_env_id(old)[:2] == parse_env_id(new)[:2]
+
+
+def renamed_note(old: str, new: str) -> str:
+    """What :func:`make_renamed` says when ``old`` (a variant that took a name of its own) is made."""
+    base = next(i for i in ENV_IDS if same_name(old, i))
+    return (f"{old} is now {new} (same dynamics); use {new}: the newer version of {old} that Gymnasium "
+            f"suggests, {base}, is another task (docs/environments.md, Which id)")
+
+
+# (DeprecationWarnings are hidden by default outside __main__; show kenv's once each, as
+# gymnasium/logger.py does for Gymnasium's own)
+warnings.filterwarnings("once", "", DeprecationWarning, module=r"^kenv\.envs\.registration$")
+
+
+def make_renamed(env_id: str, **kwargs) -> gym.Env:
+    """The entry point of an old variant id (:data:`RENAMED`, a different name now): warns
+    (a DeprecationWarning through Gymnasium's logger) naming ``env_id``, the id that replaces
+    it, and builds ``env_id``'s env class with its keyword arguments and ``kwargs``.
+    ``env.spec.id`` stays the old id (``gym.make`` sets it)."""
+    old = next(o for o, n in RENAMED.items() if n == env_id)
+    gym.logger.deprecation(renamed_note(old, env_id))
+    spec = gym.spec(env_id)
+    return load_env_creator(spec.entry_point)(**{**spec.kwargs, **kwargs})
+
+
 def register_envs() -> None:
-    """Every id of :data:`ENVS`, and its flat twin ``kenv-flat/...`` (the env in
-    kenv.envs.flat_info.FlatInfo: info with one level of keys and numbers only)."""
-    for env_id, entry_point, max_steps in ENVS:
+    """Every id of :data:`ENVS` and of :data:`RENAMED`, and the flat twin ``kenv-flat/...`` of
+    each (the env in kenv.envs.flat_info.FlatInfo: info with one level of keys and numbers only)."""
+    steps = {env_id: max_steps for env_id, _, max_steps in ENVS}
+    entries = [(env_id, entry_point, dict(ENV_KWARGS.get(env_id, {}))) for env_id, entry_point, _ in ENVS]
+    # an old id of the same name: the class of its new id (Gymnasium's notice names the new id);
+    # of another name: make_renamed, which names the new id (Gymnasium's would name the base task)
+    entries += [(old, next(e for i, e, _ in ENVS if i == new), dict(ENV_KWARGS.get(new, {}))) if same_name(old, new)
+                else (old, "kenv.envs.registration:make_renamed", {"env_id": new}) for old, new in RENAMED.items()]
+    for env_id, entry_point, kwargs in entries:
+        max_steps = steps[canonical_id(env_id)]
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps,
-                         kwargs=dict(ENV_KWARGS.get(env_id, {})))
+            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps, kwargs=kwargs)
         twin = flat_id(env_id)
         if twin not in gym.registry:
             # (the inner gym.make applies the time limit; the twin's spec states it too)
@@ -99,7 +164,7 @@ def register_envs() -> None:
                          kwargs={"env_id": env_id})
 
 
-#: every kenv environment id, in the order of :data:`ENVS`
+#: every kenv environment id to use, in the order of :data:`ENVS` (the old ids: :data:`RENAMED`)
 ENV_IDS = tuple(e[0] for e in ENVS)
 #: the discover controls: registered for ``kenv discover --env``, but not tasks of the
 #: benchmark (no patch to rediscover, no normalised score)
@@ -110,8 +175,9 @@ BENCHMARK_IDS = tuple(i for i in ENV_IDS if i not in CONTROL_IDS)
 
 def check_env_id(env_id: object, field: str = "env") -> str:
     """The one check of a kenv environment id (the CLIs' ``--env``, ``kenv bench``, the
-    agents' configs and commands): a ConfigError naming ``field``, the value and the ids."""
-    return check_choice(env_id, field, ENV_IDS)
+    agents' configs and commands): the id to use (an old id's new one, :data:`RENAMED`),
+    or a ConfigError naming ``field``, the value and the ids."""
+    return canonical_id(check_choice(env_id, field, ENV_IDS + tuple(RENAMED), ", ".join(ENV_IDS)))
 
 
 def env_id_arg(text: str) -> str:
@@ -125,11 +191,10 @@ def env_id_arg(text: str) -> str:
 def quiet_old_versions() -> None:
     """Hide Gymnasium's "The environment kenv/...-v0 is out of date" notice.
 
-    kenv's own commands (``kenv rediscover``, ``evaluate``, ``train``, the
-    workers they start) run the ``-v0`` ids on purpose: the published figures
-    were made on them, and every registered id is a job.  Gymnasium shows the
-    notice once per process on stderr, where it broke the commands' promise
-    of one line per error.  A user's own ``gym.make("kenv/...-v0")`` still
-    shows it."""
+    kenv's own commands take an old id as the id that replaces it (:func:`check_env_id`),
+    but a run made before the renaming (a model's or a record's id, a trace) may still
+    make one: Gymnasium shows the notice once per process on stderr, where it broke the
+    commands' promise of one line per error.  A user's own ``gym.make("kenv/...-v0")``
+    still shows it."""
     warnings.filterwarnings("ignore", message=r".*The environment kenv/\S+ is out of date",
                             category=DeprecationWarning)

@@ -6,7 +6,7 @@ bare value means "always this".  Mixes are YAML files in ``configs/scenarios/``
 (packaged), a path to such a file, or a dict given to the env constructor;
 a dict is applied on top of the env's default mix, field by field.
 
-    gym.make("kenv/Raid6Bench-v0", scenario={"preempt": "full", "load": {True: 1, False: 1}})
+    gym.make("kenv/Raid6Bench-v3", scenario={"preempt": "full", "load": {True: 1, False: 1}})
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..schema import check_mix, check_mix_file, check_scenario_arg
 from .config import load_yaml
-from .registration import ENV_KWARGS, ENVS
+from .registration import ENV_KWARGS, ENVS, canonical_id
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, 
                   elsewhere: Mapping[str, str] | None = None) -> dict:
     f = check_mix_file(data, label)
     env = env_id if f.env is None else f.env
-    if env != env_id:
+    if canonical_id(env) != env_id:   # (a file of before the renaming names an old id)
         raise ConfigError(f"{label}: env", env, env_id)
     return check_mix(f.mix, allowed, f"{label}: mix", elsewhere)
 

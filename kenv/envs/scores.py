@@ -3,7 +3,7 @@
 As D4RL normalises its returns, kenv puts every env's return on one scale, so
 users of any RL library can report a number comparable across ids::
 
-    kenv.normalized_score("kenv/Raid6Bench-v0", returns)   # 0 random, 100 reference
+    kenv.normalized_score("kenv/Raid6Bench-v3", returns)   # 0 random, 100 reference
 
 Both ends are *simulator outputs*, measured on each env's evaluation
 episodes: :data:`EVAL_EPISODES` episodes, episode i reset with seed i (the
@@ -29,6 +29,7 @@ from typing import Sequence
 
 from ..errors import ConfigError
 from ..schema import check_choice
+from .registration import canonical_id
 
 #: the evaluation episodes of every id: seeds 0..EVAL_EPISODES-1
 EVAL_EPISODES = 10
@@ -39,25 +40,26 @@ REFERENCE_POLICY = "oracle"
 
 #: id -> (mean return of random, mean return of the reference) on the evaluation episodes
 REFERENCE_RETURNS = MappingProxyType({
-    "kenv/RandomMix-v0": (30.1419797102814, 32.96935438754579),
-    "kenv/HwrngWait-v0": (20.71468600026511, 38.33887526116855),
-    "kenv/Raid6Bench-v0": (6.676102039703599, 9.374597958981164),
-    "kenv/Kernel-v0": (61.74269858333383, 86.32362752886522),
-    "kenv/Raid6Bench-v1": (6.669886270412957, 9.374597958981164),
-    "kenv/Kernel-v1": (48.59184111499613, 69.32377097954266),
-    "kenv/RandomMix-v1": (21.29594902943467, 22.790472272205925),
-    "kenv/HwrngWait-v1": (12.088403982495631, 20.72934390769013),
-    "kenv/Raid6Bench-v2": (6.638256454555886, 8.680346612316546),
-    "kenv/Kernel-v2": (30.441826617878213, 51.24647745875228),
+    "kenv/RandomMix-v2": (30.1419797102814, 32.96935438754579),
+    "kenv/HwrngWait-v2": (20.71468600026511, 38.33887526116855),
+    "kenv/Raid6Bench-v3": (6.676102039703599, 9.374597958981164),
+    "kenv/Kernel-v3": (61.74269858333383, 86.32362752886522),
+    "kenv/Raid6BenchBalanced-v0": (6.669886270412957, 9.374597958981164),
+    "kenv/KernelBoot-v0": (48.59184111499613, 69.32377097954266),
+    "kenv/RandomMixPhased-v0": (21.29594902943467, 22.790472272205925),
+    "kenv/HwrngWaitPhased-v0": (12.088403982495631, 20.72934390769013),
+    "kenv/Raid6BenchPhased-v0": (6.638256454555886, 8.680346612316546),
+    "kenv/KernelPhased-v0": (30.441826617878213, 51.24647745875228),
 })
 
 
 def dynamics_fingerprint(env_id: str) -> str | None:
     """A short fingerprint of ``env_id``'s dynamics: a hash of its measured
     :data:`REFERENCE_RETURNS` (re-measured exactly by tests/test_scores.py, so a
-    dynamics change changes it); None for an unknown id."""
+    dynamics change changes it; an old id has its new one's); None for an unknown id."""
     import hashlib
 
+    env_id = canonical_id(env_id)
     if env_id not in REFERENCE_RETURNS:
         return None
     return hashlib.sha256(repr(REFERENCE_RETURNS[env_id]).encode()).hexdigest()[:12]
@@ -65,14 +67,15 @@ def dynamics_fingerprint(env_id: str) -> str | None:
 
 def has_score(env_id: str, profile: str) -> bool:
     """Whether returns of ``env_id`` under ``profile`` have a normalised score."""
-    return profile == SCORE_PROFILE and env_id in REFERENCE_RETURNS
+    return profile == SCORE_PROFILE and canonical_id(env_id) in REFERENCE_RETURNS
 
 
 def normalized_score(env_id: str, returns: float | Sequence[float]) -> float:
     """The normalised score of the mean of ``returns`` (a return or a list of
     returns of ``env_id`` under the ``balanced`` profile): 0 = random, 100 = the
-    reference (:data:`REFERENCE_POLICY`); linear in the return."""
-    check_choice(env_id, "env", tuple(REFERENCE_RETURNS))
+    reference (:data:`REFERENCE_POLICY`); linear in the return.  An old id
+    (kenv.envs.registration.RENAMED) is scored as the id that replaces it."""
+    env_id = check_choice(canonical_id(env_id), "env", tuple(REFERENCE_RETURNS))
     vals = [float(returns)] if isinstance(returns, (int, float)) else [float(r) for r in returns]
     if not vals:
         raise ConfigError("returns", returns, "a return or a non-empty list of returns")

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
-from .registration import ENV_IDS
+from .registration import ENV_IDS, RENAMED, canonical_id
 from .scores import dynamics_fingerprint
 
 
@@ -45,7 +45,7 @@ def check_record(rec: dict) -> str | None:
     import kenv
 
     env_id = rec.get("env_id")
-    if env_id not in ENV_IDS:
+    if env_id not in ENV_IDS and env_id not in RENAMED:   # (a record of an old id: same dynamics)
         return f"env_id {env_id!r} is not a kenv id ({', '.join(ENV_IDS)})"
     version, dyn = rec.get("kenv_version"), rec.get("dynamics")
     now = dynamics_fingerprint(env_id)
@@ -53,7 +53,7 @@ def check_record(rec: dict) -> str | None:
         (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
          f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
     try:
-        env = gym.make(env_id, profile=rec["profile"])
+        env = gym.make(canonical_id(env_id), profile=rec["profile"])   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
         return f"profile {rec.get('profile')!r}: {e}"
     _, info = env.reset(seed=rec["seed"])

@@ -56,8 +56,8 @@ MAX_RECORDS = 8
 #: status reads recorded per cycle; a longer one is not learned
 MAX_EVENTS = 32
 #: start keys kept per table: a full table learns no new start key (a cycle
-#: not learned is simulated in detail).  Kernel-v0's default mix needs 78 in
-#: all tables together; HwrngWait-v0 with seven waits ~930 over its tables.
+#: not learned is simulated in detail).  Kernel-v3's default mix needs 78 in
+#: all tables together; HwrngWait-v2 with seven waits ~930 over its tables.
 MAX_KEYS = 2048
 #: What a HwrngLearned keeps: at most MAX_TABLES tables (one per machine,
 #: poller and wait) holding MAX_LEARNED_KEYS start keys and MAX_LEARNED_PLANS

@@ -100,7 +100,7 @@ NO_REFILLS = ((False, False), (False, False))
 #: tables kept per QperfLearned (one per machine, CPU and message size; the
 #: steady round trips of steady_round_trip() likewise): past this many the
 #: least recently used one is forgotten (measured again when it comes back).
-#: RandomMix-v0's and Kernel-v0's scenario fields allow 4 preemption models
+#: RandomMix-v2's and Kernel-v3's scenario fields allow 4 preemption models
 #: x 4 HZ x 9 sizes = 144 machines and sizes on x86-ib40g.
 MAX_QPERF_TABLES = 64
 

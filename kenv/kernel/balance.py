@@ -71,8 +71,9 @@ What is simplified (documented assumptions, not fitted):
 * A task pulled to an idle CPU by the periodic balance runs there after the
   idle CPU's wakeup cost (``SchedCosts.wakeup_ns``), as a wakeup would.
 
-Off by default (``Kernel(load_balance=False)``): the ``-v0`` environments
-keep the dynamics they were published with; ``-v1`` turns it on.
+Off by default (``Kernel(load_balance=False)``): the base tasks
+(``kenv/Raid6Bench-v3`` ...) keep the dynamics they were published with;
+``kenv/Raid6BenchBalanced-v0`` turns it on.
 
 Active balancing (``Kernel(active_balance=True)``, off by default so that
 every registered env id keeps its trajectories; the raid6-cyclictest

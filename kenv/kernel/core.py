@@ -27,8 +27,8 @@ Preemption models (``CONFIG_PREEMPT_*``):
   (:mod:`kenv.kernel.irq`): a hard interrupt wakes its ``irq/N-name`` thread
   (SCHED_FIFO 50), which runs the handler and the softirq it raised, and the
   TIMER softirq runs in ``ktimers/N`` or ``ksoftirqd/N``; off (the dynamics
-  of the ``-v0`` environments), handlers and softirqs steal time on ``rt``
-  as on the other models.
+  of every env but ``kenv/RandomMixPhased-v0`` and ``kenv/KernelPhased-v0``),
+  handlers and softirqs steal time on ``rt`` as on the other models.
 
 ``migrate_disable()`` pins the task to its CPU and changes nothing else.
 
@@ -297,7 +297,8 @@ class Kernel:
     ``rcu_cpu_stall_timeout`` is ``CONFIG_RCU_CPU_STALL_TIMEOUT`` in seconds
     (kernel/rcu/Kconfig.debug: default 21).  ``load_balance``: CFS load
     balancing (:mod:`kenv.kernel.balance`); off, a task changes CPU only at
-    its wakeups (the dynamics of the ``-v0`` environments).
+    its wakeups (the dynamics of every env but ``kenv/Raid6BenchBalanced-v0`` and
+    ``kenv/Raid6BenchPhased-v0``).
     ``kernel_version`` ("5.15", ...): the load balancer's behaviour of that
     kernel where it changed (kenv.kernel.balance.newidle_gate_ns), and on
     ``rt`` which thread expires timers (kenv.kernel.irq.timer_softirq_thread).

@@ -35,8 +35,8 @@ READER_COMM = "rngd"
 class HwrngSubsystem:
     """The bcm2835 rng on a simulated kernel: probe at ``probe_ns``, the
     ``hwrng`` kthread crediting ``pool``, and an rngd-like reader of
-    /dev/hwrng reading ``bs`` bytes at a time.  Used by HwrngWait-v0 and
-    Kernel-v0: ``begin_step(wait, limit_ns)``, run the kernel, ``end_step()``."""
+    /dev/hwrng reading ``bs`` bytes at a time.  Used by HwrngWait-v2 and
+    Kernel-v3: ``begin_step(wait, limit_ns)``, run the kernel, ``end_step()``."""
 
     def __init__(self, k: Kernel, pool: InputPool, params, *, smp_cache_bytes: int, bs: int,
                  reader_cpus=None, kthread_cpus=None, reads_per_step: int | None = None,
@@ -54,7 +54,7 @@ class HwrngSubsystem:
         self.core: HwrngCore | None = None
         self.wait = parse_wait("hwrng_yield")
         #: the step ends after this many of the reader's reads (None: at its time;
-        #: HwrngWait-v0: with the first) -- the fast-forwards must not skip past it
+        #: HwrngWait-v2: with the first) -- the fast-forwards must not skip past it
         self.reads_per_step = reads_per_step
         self._reads0 = 0
         self.max_bytes_per_s = 4.0 * params.word_rate_hz
@@ -114,7 +114,7 @@ class HwrngSubsystem:
     def _reader_wanted(self) -> bool:
         """Whether the reader starts another read(2) now: the step's phase, or
         the next step's once the step's last read has returned (the next read
-        begins in the same event as the step ends, HwrngWait-v0)."""
+        begins in the same event as the step ends, HwrngWait-v2)."""
         i = self.step_no
         if self.reads_per_step is not None and self._stepped and self._reads() >= self.reads_per_step:
             i += 1

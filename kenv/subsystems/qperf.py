@@ -30,7 +30,7 @@ LOOKAHEAD = 64
 
 SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1024K")
 
-#: the scenario fields of a qperf machine (RandomMix-v0, and Kernel-v0 extends them)
+#: the scenario fields of a qperf machine (RandomMix-v2, and Kernel-v3 extends them)
 QPERF_SCENARIO_FIELDS = MappingProxyType({
     "platform": ("x86-ib40g",),
     "preempt": ("platform",) + PREEMPT_MODELS,
@@ -46,7 +46,7 @@ class QperfSubsystem:
     one message size; the hosts' NIC interrupts feed their fast pools.  Owns
     the engine: ``step(deferral)`` runs the next ``step_ns`` of the ping-pong,
     which goes on across steps (and whatever else lives on the client host's
-    kernel).  Used by RandomMix-v0 and Kernel-v0."""
+    kernel).  Used by RandomMix-v2 and Kernel-v3."""
 
     def __init__(self, plat, *, preempt: str, rng: np.random.Generator, msg_size: str,
                  threshold: int, step_ns: int, learned: QperfLearned | None = None,

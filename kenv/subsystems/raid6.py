@@ -70,7 +70,7 @@ class Raid6Subsystem:
         self.credited = False
         #: info's benchmark result: NO_RESULT until modprobe exits
         self.result = NO_RESULT
-        #: called as a benchmark window ends and as modprobe exits (Raid6Bench-v0's step ends)
+        #: called as a benchmark window ends and as modprobe exits (Raid6Bench-v3's step ends)
         self.on_progress = None
         #: the background job's phases (kenv.subsystems.phases; None: the job throughout)
         self.schedule = schedule

@@ -63,7 +63,7 @@ def add_trace_parser(sub: Any, add_common: Callable[[argparse.ArgumentParser], N
 
     add_experiment_parsers(esub, configure)
     tv = tsub.add_parser("env", help="record an environment episode played by a baseline or a trained model")
-    tv.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v0")
+    tv.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/HwrngWait-v2")
     g = tv.add_mutually_exclusive_group(required=True)
     g.add_argument("--policy", help="a baseline: original, pre_patch, patched, random, oracle")
     g.add_argument("--model", help="a stable-baselines3 .zip saved by kenv train (PPO, A2C or DQN), "
