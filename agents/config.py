@@ -30,7 +30,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter,
 from pydantic_core import PydanticCustomError
 
 from kenv.envs.config import load_yaml, packaged_names
-from kenv.envs.registration import check_env_id
+from kenv.envs.registration import canonical_id, check_env_id
 from kenv.schema import MAX_TRAIN_SEED
 from kenv.errors import ConfigError, about
 from kenv.schema import check_choice, validate, yaml_number_hint
@@ -168,11 +168,14 @@ def load_train_config(config: str | os.PathLike, env_id: str | None = None,
         if len(blocks) != 1:
             raise ConfigError("--env", None, f"one of the env ids in {label}: " + ", ".join(blocks))
         env_id = blocks[0]
-    env_id = check_env_id(env_id)   # (an old id: the block of the id that replaces it)
+    given, env_id = env_id, check_env_id(env_id)   # (an old id trains as the id that replaces it)
+    # the block of the id asked for; else of the id that replaces it, or of another old id of it
+    # (a user's config keyed by kenv/Kernel-v0 serves --env kenv/Kernel-v3, and the other way round)
+    key = given if given in blocks else next((k for k in blocks if canonical_id(k) == env_id), env_id)
     _check_algo_space(algo, env_id, {})
     with about("config"):   # (the file's errors name the file and a key in it)
-        check_choice(env_id, f"{label}: env", blocks, "an env id with a block in this file: " + ", ".join(blocks))
-        cfg = validate_block(data[env_id], env_id, algo, label)
+        check_choice(key, f"{label}: env", blocks, "an env id with a block in this file: " + ", ".join(blocks))
+        cfg = validate_block(data[key], env_id, algo, label)
     _check_algo_space(algo, env_id, cfg.env_kwargs)
     return cfg
 

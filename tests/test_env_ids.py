@@ -138,6 +138,18 @@ def test_train_takes_an_old_id_and_finds_the_new_block(tmp_path):
     assert doc["env_id"] == "kenv/HwrngWait-v2"
 
 
+def test_a_users_config_keyed_by_an_old_id_serves_the_old_and_the_new_id(tmp_path):
+    """A config written before the renaming (its block keyed kenv/HwrngWait-v0) still trains
+    --env kenv/HwrngWait-v0, and serves --env kenv/HwrngWait-v2 too."""
+    from kenv.agents.config import load_train_config
+
+    cfg = tmp_path / "ppo.yaml"
+    cfg.write_text("kenv/HwrngWait-v0:\n  n_envs: 2\n  n_timesteps: 128\n  policy: MlpPolicy\n  n_steps: 32\n")
+    for asked in ("kenv/HwrngWait-v0", "kenv/HwrngWait-v2", None):
+        got = load_train_config(cfg, asked)
+        assert (got.env_id, got.n_envs) == ("kenv/HwrngWait-v2", 2)
+
+
 def test_a_record_made_with_an_old_id_still_validates(tmp_path):
     """An episode record of before the renaming (env_id kenv/Raid6Bench-v2) replays exactly."""
     path = tmp_path / "rec.jsonl"
