@@ -4,6 +4,7 @@ declare, and nothing about a version is assigned on an instance."""
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import gymnasium as gym
@@ -12,6 +13,7 @@ import pytest
 import kenv  # noqa: F401  (registers the ids)
 from kenv.envs.hwrng_wait import HwrngWaitEnv
 from kenv.envs.kernel_env import KernelEnv
+from kenv.envs.observation import obs_rows
 from kenv.envs.raid6_bench import Raid6BenchEnv
 from kenv.envs.registration import ENV_CLASSES, ENV_IDS, VERSIONS
 from kenv.errors import ConfigError
@@ -72,3 +74,28 @@ def test_a_mix_file_is_read_by_the_versions_with_its_fields(tmp_path):
     old = tmp_path / "old.yaml"
     old.write_text("name: old\nenv: kenv/Raid6Bench-v1\nmix:\n  preempt: full\n")
     assert Raid6BenchEnv(scenario=str(old)).mix.fields["preempt"] == {"full": 1.0}
+
+
+@pytest.mark.parametrize("cls", ENV_CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("phases, boot_states, load_balance, irq_threads",
+                         list(itertools.product((False, True), repeat=4)))
+def test_the_version_has_the_own_keywords_given_and_its_entries_are_the_envs(
+        cls, phases, boot_states, load_balance, irq_threads):
+    """Every combination of the own keywords and the kernel options: the env is a version
+    with the own keywords' values (or a ConfigError if none is), and its spaces, fields and
+    info keys are that version's."""
+    kw = {"phases": phases, "load_balance": load_balance, "irq_threads": irq_threads}
+    if cls is KernelEnv:
+        kw["boot_states"] = boot_states
+    try:
+        env = cls(**kw)
+    except ConfigError as e:
+        assert (e.field in ("load_balance", "irq_threads") and e.field not in cls.KERNEL_OPTIONS
+                or cls is KernelEnv and phases and not boot_states), e
+        return
+    v = env.version
+    assert all(v.kwargs.get(k, False) == kw[k] for k in ("phases", "boot_states") if k in kw)
+    assert env.phases == phases == bool(v.phase_fields)
+    assert env.obs_rows[:len(obs_rows(v.observation))] == obs_rows(v.observation)
+    assert set(env.mix.fields) == set(v.scenario_fields)
+    assert set(env.reset(seed=0)[1]) == {k for e in v.info for k in e.keys}
