@@ -169,7 +169,7 @@ REVIEW_OBJECTIONS = {
 def family(env_id: str) -> str:
     """The base task's id of ``env_id``'s env class (its ENV_ID): every version and variant of an env (HwrngWaitPhased-v0,
     the HwrngWait controls) shares its class, its decision sites and its action choices."""
-    return load_env_creator(gym.spec(env_id).entry_point).ENV_ID
+    return load_env_creator(gym.spec(env_id).entry_point).VERSIONS[0].id
 
 
 def action_set(env_id: str, which: str = "extended") -> Any:

@@ -10,7 +10,7 @@ naming the field, the value and what is allowed.
 
 Bounds keep the simulation well defined: every scenario field is one of the
 env's listed choices (so time steps, sizes and periods are the positive
-values of ``SCENARIO_FIELDS``, simulated time always advances and nothing
+values of each env version's ``scenario_fields``, simulated time always advances and nothing
 overflows); weights are finite and at most :data:`MAX_WEIGHT` (a reward stays
 finite); seeds and counts are non-negative integers of bounded size.
 
@@ -167,7 +167,7 @@ def _choice_type(choices: Sequence[Any]) -> Any:
     return Literal[tuple(choices)]
 
 
-@lru_cache(maxsize=64)   # (per env's SCENARIO_FIELDS: four in kenv; bounded all the same)
+@lru_cache(maxsize=64)   # (per version's scenario_fields: nine kinds in kenv; bounded all the same)
 def _scenario_models(fields: tuple[tuple[str, tuple], ...]) -> tuple[TypeAdapter, TypeAdapter]:
     """(one scenario: each field one choice, mix: each field a choice or {choice: weight})."""
     one, mix = {}, {}

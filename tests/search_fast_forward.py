@@ -7,7 +7,7 @@ A fast-forward (kenv.fastforward.hwrng: the rng's wait cycles and spinning
 reads; kenv.fastforward.qperf: steady round trips) may only change how many
 engine events a run takes.  The tests check that on a few fixed scenarios.
 This draws many: each draw picks a value of every scenario field the env
-allows (``SCENARIO_FIELDS``), an action set (hwrng waits, mix deferrals) and
+allows (its base version's ``scenario_fields``), an action set (hwrng waits, mix deferrals) and
 two episode seeds, runs those episodes under random actions with the
 fast-forwards on and then off (``gym.make(..., fast_forward=False)``), and
 compares everything an env returns (observations, rewards, ends, info but
@@ -66,10 +66,10 @@ def draw(rnd: random.Random, ff: str, env_id: str, irq_threads: bool = False,
          phases: bool = False) -> tuple[dict, list[int]]:
     """The constructor arguments and the two episode seeds of one draw."""
     kwargs: dict = {}
-    fields = ENV_CLASSES[env_id].SCENARIO_FIELDS
+    fields = ENV_CLASSES[env_id].VERSIONS[0].scenario_fields
     if phases:
         kwargs = {"phases": True, **({"boot_states": True} if env_id == "kenv/Kernel-v3" else {})}
-        fields = ENV_CLASSES[env_id](**kwargs).SCENARIO_FIELDS   # with the phase fields
+        fields = ENV_CLASSES[env_id](**kwargs).version.scenario_fields   # with the phase fields
     scenario = {name: rnd.choice(values) for name, values in fields.items()}
     if "step_ms" in scenario:
         scenario["step_ms"] = rnd.choice(STEP_MS)

@@ -221,10 +221,10 @@ def test_raid6bench_balanced_runs_a_balancing_kernel_and_the_others_only_when_as
     import gymnasium as gym
 
     import kenv  # noqa: F401  (registers the envs)
-    from kenv.envs.registration import ENV_KWARGS, ENVS, RAID6BENCH_BALANCED
+    from kenv.envs.registration import ENVS, VERSIONS
 
     ids = [e[0] for e in ENVS]
-    assert ENV_KWARGS["kenv/Raid6BenchBalanced-v0"] is RAID6BENCH_BALANCED
+    assert VERSIONS["kenv/Raid6BenchBalanced-v0"].kwargs == {"load_balance": True}
     # KernelBoot-v0 is the boot-time version: no load balancing (its fast-forwards
     # would decline every stretch); load_balance=True still turns it on
     cases = (("kenv/Raid6Bench-v3", {}, False), ("kenv/Raid6BenchBalanced-v0", {}, True),

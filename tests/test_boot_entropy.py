@@ -217,7 +217,7 @@ def test_ready_start_of_v1_is_v0s():
     v0, v1 = gym.make("kenv/Kernel-v3"), gym.make("kenv/KernelBoot-v0")
     o0, i0 = v0.reset(seed=5)
     o1, i1 = v1.reset(seed=5, options={"scenario": {**i0["scenario"], "start": "ready"}})
-    n = len(obs_rows(v0.unwrapped.OBSERVATION))
+    n = len(obs_rows(v0.unwrapped.version.observation))
     assert np.array_equal(o0[:n], o1[:n]) and list(o1[n:n + 3]) == [0.0, 0.0, 1.0]
     for a in ([1, 2, 1], [0, 1, 0], [1, 0, 1]):
         s0, s1 = v0.step(np.array(a)), v1.step(np.array(a))

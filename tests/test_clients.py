@@ -5,7 +5,7 @@ standard wrappers, and the info contract they all depend on (issue 27).
 Every registered id (kenv.envs.registration.ENV_IDS) runs its share of a few hundred
 steps per test (the budget set for the four base tasks' ids, shared by all; at least enough for
 its episodes to end) with random actions and random scenarios: a mix
-uniform over every choice of each of the env's SCENARIO_FIELDS, so that episodes
+uniform over every choice of each of the env's scenario fields, so that episodes
 draw platforms, preemption models, HZ values ... that the default mixes never do.
 A crash in an async worker must fail the test, not hang it: every call to an async
 vector env has a timeout, and a test crashes a worker on purpose.
@@ -41,7 +41,7 @@ def uniform_mix(env_id: str) -> dict:
     """A scenario mix uniform over every allowed choice of every field of ``env_id``
     (the instance's fields: a version's keyword arguments may add some)."""
     env = gym.make(env_id)
-    fields = env.unwrapped.SCENARIO_FIELDS
+    fields = env.unwrapped.version.scenario_fields
     env.close()
     return {f: {c: 1.0 for c in choices} for f, choices in fields.items()}
 
@@ -74,7 +74,7 @@ def test_info_has_the_same_keys_and_types_at_every_reset_and_step(env_id):
     variable-length list, the declared keys (kenv.envs.info: the docstring's table, see
     tests/test_doctables.py) are every key."""
     env = gym.make(env_id)
-    fields = env.unwrapped.SCENARIO_FIELDS
+    fields = env.unwrapped.version.scenario_fields
     rng = np.random.default_rng(0)
     env.action_space.seed(0)
 

@@ -19,21 +19,27 @@ from kenv.envs.registration import ENVS
 
 @pytest.mark.parametrize("cls", doctables.ENV_CLASSES, ids=lambda c: c.__name__)
 def test_every_docstring_table_is_current(cls):
-    assert "<!-- observation: OBSERVATION -->" in cls.__doc__
+    assert f"<!-- observation: {cls.VERSIONS[0].id} -->" in cls.__doc__
     assert not doctables.stale(cls), (
         f"{cls.__name__}'s docstring tables differ from its declarations: run python -m kenv.envs.doctables")
 
 
 def test_a_changed_declaration_makes_the_table_stale():
     row = Obs(("a new row",), "a new row", lambda ep: [0.0])
+    base, phased, *controls = HwrngWaitEnv.VERSIONS
 
     class Grown(HwrngWaitEnv):
         __doc__ = HwrngWaitEnv.__doc__
-        OBSERVATION = HwrngWaitEnv.OBSERVATION + (row,)
+        VERSIONS = (base, dataclasses.replace(phased, observation=phased.observation + (row,)), *controls)
 
     assert doctables.stale(Grown)
-    assert "| 13 | a new row | 0 | 1 | |" in doctables.regenerate(Grown.__doc__, Grown)
+    assert "| 20 | a new row | 0 | 1 | |" in doctables.regenerate(Grown.__doc__, Grown)
     assert not doctables.stale(HwrngWaitEnv)
+
+
+def test_a_marker_naming_no_version_is_an_error():
+    with pytest.raises(ValueError, match="kenv/HwrngWait-v9"):
+        doctables.render(HwrngWaitEnv, "observation", "kenv/HwrngWait-v9")
 
 
 def test_the_check_command_passes():
@@ -43,8 +49,8 @@ def test_the_check_command_passes():
 @pytest.mark.parametrize("env_id", [e[0] for e in ENVS])
 def test_the_box_and_the_rows_come_from_the_declarations(env_id):
     env = gym.make(env_id).unwrapped
-    n = len(obs_rows(env.OBSERVATION))
-    assert env.obs_rows[:n] == obs_rows(env.OBSERVATION)
+    n = len(obs_rows(env.version.observation))
+    assert env.obs_rows[:n] == obs_rows(env.version.observation)
     assert env.observation_space.shape == (len(env.obs_rows),)
     obs, _ = env.reset(seed=0)
     assert obs.shape == env.observation_space.shape

@@ -88,7 +88,7 @@ def test_an_old_id_builds_and_warns_naming_its_new_id(old):
         warnings.simplefilter("ignore", DeprecationWarning)
         env, twin = gym.make(old), gym.make(new)
     assert env.spec.id == old and type(env.unwrapped) is type(twin.unwrapped)
-    assert env.unwrapped.ENV_ID == twin.unwrapped.ENV_ID
+    assert env.unwrapped.version is twin.unwrapped.version
 
 
 def test_old_ids_have_the_dynamics_of_their_new_ids():

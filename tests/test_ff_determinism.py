@@ -53,7 +53,7 @@ def draw(rnd: random.Random, env_id: str) -> dict:
     """One draw: the env's constructor arguments (scenario, action set), the
     episode's seed, and the seeds of the actions it takes."""
     cls = ENV_CLASSES[env_id]
-    scenario = {name: rnd.choice(values) for name, values in cls.SCENARIO_FIELDS.items()}
+    scenario = {name: rnd.choice(values) for name, values in cls.VERSIONS[0].scenario_fields.items()}
     if "step_ms" in scenario:
         scenario["step_ms"] = rnd.choice(STEP_MS)
     deferrals = RandomMixEnv.DEFAULT_ACTIONS + RandomMixEnv.EXTENDED_ACTIONS

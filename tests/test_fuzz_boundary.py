@@ -101,10 +101,10 @@ def junk():
 
 def scenario_values(env_cls):
     """Per field: a listed choice, a near miss (0, -5, 2**64, inf, a string of a number), or junk."""
-    fields = list(env_cls.SCENARIO_FIELDS)
+    fields = list(env_cls.VERSIONS[0].scenario_fields)
     near = st.sampled_from([0, -5, 2**64, math.inf, math.nan, 1e-9, "5", "", 5.0, 100.0, True])
     value = st.one_of(
-        *[st.sampled_from(list(c)) for c in env_cls.SCENARIO_FIELDS.values()], near, junk())
+        *[st.sampled_from(list(c)) for c in env_cls.VERSIONS[0].scenario_fields.values()], near, junk())
     key = st.one_of(st.sampled_from(fields), st.text(max_size=6))
     return st.dictionaries(key, value, max_size=4)
 
@@ -246,7 +246,7 @@ def yaml_text():
         optional={"name": st.one_of(st.text(max_size=8), junk()), "description": st.text(max_size=20)})
     choice_fields = {f: st.one_of(st.sampled_from(list(c)), st.dictionaries(st.sampled_from(list(c)), weight,
                                                                             max_size=3))
-                     for f, c in HwrngWaitEnv.SCENARIO_FIELDS.items()}
+                     for f, c in HwrngWaitEnv.VERSIONS[0].scenario_fields.items()}
     mix = st.fixed_dictionaries(
         {"mix": st.one_of(st.fixed_dictionaries({}, optional=choice_fields), scenario_values(HwrngWaitEnv))},
         optional={"env": st.sampled_from(["kenv/HwrngWait-v2", "kenv/Raid6Bench-v3", 5]),
@@ -294,7 +294,7 @@ def test_hang_and_crash_scenarios_of_issue_28_are_config_errors(scenario):
 def test_scenario_choices_keep_working_through_reset_options():
     """The agents force contexts of the mix through reset(options=...): every listed choice passes."""
     env = HwrngWaitEnv()
-    for field, choices in HwrngWaitEnv.SCENARIO_FIELDS.items():
+    for field, choices in HwrngWaitEnv.VERSIONS[0].scenario_fields.items():
         for c in choices:
             env.reset(seed=0, options={"scenario": {field: c}})
             assert env._scenario[field] == c

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import kenv  # noqa: F401  (registers the ids)
-from kenv.envs.registration import ENV_KWARGS, ENVS
+from kenv.envs.registration import ENVS, VERSIONS
 from kenv.errors import ConfigError
 
 PHASED = {"kenv/RandomMix-v2": "traffic_phases", "kenv/HwrngWait-v2": "reader_phases",
@@ -71,7 +71,7 @@ def test_bad_choice_in_a_weighted_mix_still_names_the_choices():
 
 def _phased_ids(env_id: str) -> list[str]:
     entry = {i: ep for i, ep, _ in ENVS}
-    return [i for i, kw in ENV_KWARGS.items() if kw.get("phases") and entry[i] == entry[env_id]]
+    return [i for i, v in VERSIONS.items() if v.kwargs.get("phases") and entry[i] == entry[env_id]]
 
 
 @pytest.mark.parametrize("env_id, field", sorted(PHASED.items()))

@@ -126,7 +126,7 @@ def test_phases_none_is_v0s_workload(cls, scenario, field, key, added):
     v1 = cls(phases=True, scenario={**scenario, field: "none"})
     acts = [i % len(v0.actions) for i in (0, 1, 2, 2, 0, 1, 2, 0)]
     a, b = _run(v0, 9, 8, actions=acts), _run(v1, 9, 8, actions=acts)
-    n = len(obs_rows(cls.OBSERVATION))
+    n = len(obs_rows(cls.VERSIONS[0].observation))
     for (oa, ra, ia), (ob, rb, ib) in zip(a, b):
         assert ra == rb and np.array_equal(oa[:n], ob[:n]) and np.array_equal(oa[n:], ob[-len(v0.actions):])
         assert ia[key] == ib[key]
@@ -136,7 +136,7 @@ def test_phases_none_is_v0s_workload(cls, scenario, field, key, added):
 def test_v0_spaces_are_unchanged():
     assert HwrngWaitEnv().observation_space.shape == (16,)
     assert KernelEnv().observation_space.shape == (24,)
-    assert "reader_phases" not in HwrngWaitEnv().SCENARIO_FIELDS
+    assert "reader_phases" not in HwrngWaitEnv().version.scenario_fields
     assert "reader_phase" not in HwrngWaitEnv().reset(seed=0)[1]
 
 

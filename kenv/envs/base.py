@@ -21,16 +21,16 @@ from gymnasium import spaces
 from ..errors import ConfigError, UnknownKeywordError
 from ..fastforward.hwrng import HwrngLearned
 from ..schema import (
-    check_fast_forward, check_kernel_option, check_load_balance, check_phases, check_render_mode,
-    check_reset_options, check_seed,
+    check_fast_forward, check_kernel_option, check_load_balance, check_render_mode, check_reset_options, check_seed,
 )
 from ..subsystems.common import Decision
 from ..workloads.qperf import QperfLearned
 from .actions import DiscreteCodec, MultiDiscreteCodec
 from .info import Info
-from .observation import Obs, episode_reader, obs_rows, observe
+from .observation import episode_reader, obs_rows, observe
 from .reward import COMPONENTS, RewardProfile, load_profile
-from .scenario import ScenarioMix, build_mix, phase_fields_elsewhere
+from .scenario import ScenarioMix, build_mix, mix_env_ids, phase_fields_elsewhere
+from .versions import Version, version_for
 
 
 #: the default of each reward component a step does not report
@@ -74,8 +74,9 @@ class KenvEnv(gym.Env):
     #: timeline image of the last step (kenv.trace.render), for RecordVideo
     metadata: ClassVar[dict] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    #: set by subclasses
-    ENV_ID: ClassVar[str] = ""
+    #: set by subclasses: the versions of the env, each declared once
+    #: (kenv.envs.versions); the first is the env's base version
+    VERSIONS: ClassVar[tuple[Version, ...]] = ()
     #: the kernel decision the action makes (kenv.subsystems); it gives the
     #: action names and the baselines' choices below
     DECISION: ClassVar[Decision | None] = None
@@ -83,44 +84,32 @@ class KenvEnv(gym.Env):
     DECISIONS: ClassVar[Mapping[str, Decision]] = MappingProxyType({})
     DEFAULT_ACTIONS: ClassVar[tuple[str, ...]] = ()
     EXTENDED_ACTIONS: ClassVar[tuple[str, ...]] = ()
-    DEFAULT_SCENARIO: ClassVar[str] = ""
-    SCENARIO_FIELDS: ClassVar[Mapping[str, Sequence[Any]]] = {}
-    #: the observation's entries before the previous action (kenv.envs.observation)
-    OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
-    #: the entries ``phases=True`` adds (before the previous action)
-    PHASE_OBSERVATION: ClassVar[tuple[Obs, ...]] = ()
-    #: the info keys (kenv.envs.info), and those ``phases=True`` adds
-    INFO: ClassVar[tuple[Info, ...]] = ()
-    PHASE_INFO: ClassVar[tuple[Info, ...]] = ()
     #: the docstring tables' text for the previous action's entries after them
     PREVIOUS_ACTION: ClassVar[str] = "previous action one-hot (all zero after reset)"
     #: the choices of the fixed baselines (agents/baselines.py)
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
     PATCHED: ClassVar[Any] = None
-    #: workloads that change within an episode (``phases=True``, issue #31):
-    #: the env draws a phase schedule per episode (kenv.subsystems.phases)
-    phases: bool = False
-    #: the scenario fields that are phase schedules (``phases=True``): how the
-    #: workload changes within an episode, drawn for every episode and not a
-    #: context of the mix (ScenarioMix.within_episode)
-    PHASE_FIELDS: tuple[str, ...] = ()
-    #: with ``phases=False``: the phase fields, with what they need (told when
-    #: one is given; kenv.envs.scenario.phase_fields_elsewhere)
-    SCENARIO_ELSEWHERE: Mapping[str, str] = MappingProxyType({})
-    #: the kernel options this env can turn on (keyword arguments; the
-    #: variant ids pass them, kenv.envs.registration.ENV_KWARGS)
+    #: the kernel options this env can turn on (keyword arguments; some
+    #: versions pass them, Version.kwargs)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
-    #: the keyword arguments this env takes (set per class by __init_subclass__)
+    #: the keyword arguments this env takes, with their defaults (set per class by
+    #: __init_subclass__)
+    _DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType({})
     _KEYWORDS: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        # the keyword arguments the env's __init__ chain takes (read once per class, for __new__)
-        cls._KEYWORDS = tuple(dict.fromkeys(
-            p.name for c in cls.__mro__ if issubclass(c, KenvEnv) and "__init__" in c.__dict__
-            for p in inspect.signature(c.__dict__["__init__"]).parameters.values()
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"))
+        # the keyword arguments the env's __init__ chain takes, with their defaults (read
+        # once per class, for __new__ and the choice of the version)
+        defaults: dict[str, Any] = {}
+        for c in cls.__mro__:
+            if issubclass(c, KenvEnv) and "__init__" in c.__dict__:
+                for p in inspect.signature(c.__dict__["__init__"]).parameters.values():
+                    if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
+                        defaults.setdefault(p.name, p.default)
+        cls._DEFAULTS = MappingProxyType(defaults)
+        cls._KEYWORDS = tuple(defaults)
         d = cls.__dict__.get("DECISION")
         if d is not None:
             cls.DEFAULT_ACTIONS, cls.EXTENDED_ACTIONS = d.default, d.extended
@@ -139,26 +128,33 @@ class KenvEnv(gym.Env):
         for name, value in kwargs.items():
             if name not in names:
                 error = UnknownKeywordError if name in CLIENT_KEYWORDS else ConfigError
-                raise error(name, value, f"none: {cls.__name__} ({cls.ENV_ID.rsplit('-v', 1)[0]}-v*) takes "
+                ids = ", ".join(v.id for v in cls.VERSIONS)
+                raise error(name, value, f"none: {cls.__name__} ({ids}) takes "
                                   f"no {name}; its keyword arguments: {', '.join(names)}")
         return super().__new__(cls)
 
-    def __init__(self, *, actions: Sequence[str] | None = None, scenario: Any = None,
-                 profile: str | RewardProfile = "balanced", reward_weights: Mapping[str, float] | None = None,
-                 render_mode: str | None = None, fast_forward: bool = True, load_balance: bool = False,
-                 irq_threads: bool = False):
+    def __init__(self, own: Mapping[str, Any] = MappingProxyType({}), /, *, actions: Sequence[str] | None = None,
+                 scenario: Any = None, profile: str | RewardProfile = "balanced",
+                 reward_weights: Mapping[str, float] | None = None, render_mode: str | None = None,
+                 fast_forward: bool = True, load_balance: bool = False, irq_threads: bool = False):
+        """``own``: the subclass's own keyword arguments (``phases``, ``boot_states``),
+        checked; with the others they choose the env's version (:attr:`version`)."""
         self._init_kwargs = dict(actions=actions, scenario=scenario, profile=profile,
                                  reward_weights=reward_weights, render_mode=render_mode,
                                  fast_forward=fast_forward, load_balance=load_balance)
         if irq_threads:   # (only when on: the saved kwargs of every other env stay as they were)
             self._init_kwargs["irq_threads"] = irq_threads
+        self._init_kwargs.update(own)   # (pickling rebuilds the same version)
+        #: what this env is: its id, scenario fields, observation and info (kenv.envs.versions)
+        self.version: Version = version_for(self.VERSIONS, own, self._init_kwargs, self._DEFAULTS)
+        version = self.version
         #: CFS load balancing in the simulated kernels (kenv.kernel.balance):
         #: the variants' dynamics (Raid6BenchBalanced-v0) of the envs whose KERNEL_OPTIONS name it
-        self.load_balance = check_load_balance(load_balance, self.ENV_ID, self.KERNEL_OPTIONS)
+        self.load_balance = check_load_balance(load_balance, version.id, self.KERNEL_OPTIONS)
         #: PREEMPT_RT's forced interrupt threads simulated (kenv.kernel.irq) on
         #: the scenarios with preempt "rt": the variants' dynamics of the envs whose
         #: KERNEL_OPTIONS name it
-        self.irq_threads = check_kernel_option(irq_threads, "irq_threads", self.ENV_ID, self.KERNEL_OPTIONS,
+        self.irq_threads = check_kernel_option(irq_threads, "irq_threads", version.id, self.KERNEL_OPTIONS,
                                                "simulated interrupt threads")
         self.render_mode = check_render_mode(render_mode)
         #: skip what the fast-forwards can compute exactly (False: simulate
@@ -171,14 +167,17 @@ class KenvEnv(gym.Env):
                       else DiscreteCodec(self.DECISION, actions))
         self.actions = self.codec.names
         self.profile = load_profile(profile, reward_weights)
-        self.mix: ScenarioMix = build_mix(self.ENV_ID, self.SCENARIO_FIELDS, self.DEFAULT_SCENARIO, scenario,
-                                          within_episode=self.PHASE_FIELDS, elsewhere=self.SCENARIO_ELSEWHERE)
+        # the phase fields of the other versions, with what they need (told when one is given)
+        self._elsewhere = phase_fields_elsewhere(version, self.VERSIONS)
+        self.mix: ScenarioMix = build_mix(mix_env_ids(version, self.VERSIONS), version.scenario_fields,
+                                          version.default_scenario, scenario, within_episode=version.phase_fields,
+                                          elsewhere=self._elsewhere)
         self.action_space = self.codec.space
         self.obs_rows = self.observation_rows()
         low = np.array([r[1] for r in self.obs_rows], dtype=np.float32)
         high = np.array([r[2] for r in self.obs_rows], dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        # the bounds of the episode's rows (OBSERVATION) as floats, for _obs's clip
+        # the bounds of the episode's rows (version.observation) as floats, for _obs's clip
         # (clipping in float64 first keeps the float32 value inside the Box:
         # rounding to float32 is monotonic); the previous-action rows after them
         # are 0 or 1 by construction
@@ -190,7 +189,7 @@ class KenvEnv(gym.Env):
         self._obs_parts: tuple = ()
         self._prev_feats: dict = {}
         self._scenario: dict | None = None
-        self._scenario_types = scenario_field_types(self.SCENARIO_FIELDS)
+        self._scenario_types = scenario_field_types(version.scenario_fields)
         self._phase_rng: np.random.Generator | None = None
         self._scenario_info: dict = {}
         self._last: dict | None = None
@@ -204,15 +203,18 @@ class KenvEnv(gym.Env):
         self._timeline = None
 
     def observation_rows(self) -> list[tuple[str, float, float]]:
-        """(meaning, min, max) of each observation entry: the env's rows (this
-        instance's: a keyword argument such as ``phases=True`` may add some), then
+        """(meaning, min, max) of each observation entry: the version's rows, then
         a one-hot of the previous action (all zero after reset)."""
-        return obs_rows(self.OBSERVATION) + self.codec.rows()
+        return obs_rows(self.version.observation) + self.codec.rows()
 
     def info_entries(self) -> tuple[Info, ...]:
-        """The declared info keys of this instance (kenv.envs.info): the env's, and
-        with ``phases=True`` those of the phases."""
-        return self.INFO + (self.PHASE_INFO if self.phases else ())
+        """The declared info keys of this env's version (kenv.envs.info)."""
+        return self.version.info
+
+    @property
+    def phases(self) -> bool:
+        """Whether the workloads change within an episode (the version has phase fields)."""
+        return bool(self.version.phase_fields)
 
     # --------------------------------------------------------------- actions
     def _prev_action_features(self) -> list[float]:
@@ -232,7 +234,7 @@ class KenvEnv(gym.Env):
     # -------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seed = check_seed(seed)
-        override = check_reset_options(options, self.SCENARIO_FIELDS, self.SCENARIO_ELSEWHERE)   # (before anything changes)
+        override = check_reset_options(options, self.version.scenario_fields, self._elsewhere)   # (before anything changes)
         super().reset(seed=seed)
         # what replays the episode (_replay_episode): the generator state at this
         # reset (the state property builds a new dict: nothing else holds it) and
@@ -253,7 +255,7 @@ class KenvEnv(gym.Env):
         self._phase_rng = (np.random.default_rng(int(self.np_random.integers(0, 2**63 - 1)))
                            if self.phases else None)
         self._episode = self._make_episode(scenario, np.random.default_rng(sim_seed))
-        self._obs_parts = episode_reader(self.OBSERVATION, self._episode)
+        self._obs_parts = episode_reader(self.version.observation, self._episode)
         self._last = None
         self._last_action = None
         self._timeline = None    # (rgb_array: recording starts with the episode's first render())
@@ -366,8 +368,8 @@ class KenvEnv(gym.Env):
 
     @property
     def made_as(self) -> str:
-        """The id this env was made as (a variant is the class of its base task with other kwargs)."""
-        return self.spec.id if self.spec is not None else self.ENV_ID
+        """The id this env was made as (gym.make's; else its version's)."""
+        return self.spec.id if self.spec is not None else self.version.id
 
     def _render_ansi(self) -> str:
         env_id = self.made_as
@@ -400,20 +402,6 @@ class KenvEnv(gym.Env):
         return np.array([lo if x < lo else hi if x > hi else x
                          for x, lo, hi in zip(observe(self._obs_parts, self._episode), self._obs_low, self._obs_high)]
                         + self._prev_action_features(), dtype=np.float32)
-
-    def _use_phases(self, phases: Any, env_id: str, default_scenario: str,
-                    fields: Mapping[str, Sequence[Any]], entries: Sequence[Obs]) -> None:
-        """Before ``KenvEnv.__init__``: with ``phases=True``, this instance is
-        ``env_id`` (its default mix ``default_scenario``, with the scenario
-        fields ``fields`` and the observation entries ``entries`` added)."""
-        self.phases = check_phases(phases, self.ENV_ID)
-        if self.phases:
-            self.ENV_ID, self.DEFAULT_SCENARIO = env_id, default_scenario
-            self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, **fields}
-            self.PHASE_FIELDS = tuple(fields)
-            self.OBSERVATION = self.OBSERVATION + tuple(entries)
-        else:
-            self.SCENARIO_ELSEWHERE = phase_fields_elsewhere(self.ENV_ID, tuple(fields))
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError

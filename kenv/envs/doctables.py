@@ -6,16 +6,16 @@
 A table's place in a docstring is marked by a line naming what it shows and
 a closing ``<!-- end -->`` line; what lies between is generated:
 
-    <!-- observation: OBSERVATION -->
+    <!-- observation: kenv/HwrngWait-v0 -->
     <!-- end -->
-    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
-    <!-- end -->
-    <!-- info: INFO -->
+    <!-- info: kenv/HwrngWait-v1 -->
     <!-- end -->
 
-``observation: A + B`` is the table of the class attribute ``B``'s entries
-numbered after ``A``'s (what ``phases=True`` adds), ending with the previous
-action's row; ``info: A`` the table of the info keys ``A``.  tests/test_doctables.py checks that every table is current.
+``observation: ID`` is the table of the observation entries that the class's
+version ``ID`` (kenv.envs.versions) adds to the version it extends, numbered
+after that one's (all of them if it extends none), ending with the previous
+action's row; ``info: ID`` the table of the info keys it adds.
+tests/test_doctables.py checks that every table is current.
 """
 
 from __future__ import annotations
@@ -27,17 +27,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .hwrng_wait import HwrngWaitEnv
-from .kernel_env import KernelEnv
 from .info import Info
 from .observation import Obs
-from .raid6_bench import Raid6BenchEnv
-from .random_mix import RandomMixEnv
+from .registration import ENV_CLASSES   # (the env classes, whose docstrings hold generated tables)
 
-#: the env classes whose docstrings hold generated tables
-ENV_CLASSES = (RandomMixEnv, HwrngWaitEnv, Raid6BenchEnv, KernelEnv)
-
-_MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- (?P<kind>observation|info): (?P<what>[A-Z_+ ]+) -->$", re.M)
+_MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- (?P<kind>observation|info): (?P<what>\S+) -->$", re.M)
 _END = "<!-- end -->"
 
 
@@ -77,12 +71,15 @@ def info_table(entries: Sequence[Info]) -> str:
 
 
 def render(cls, kind: str, what: str) -> str:
-    """The table a marker ``<!-- kind: what -->`` in ``cls``'s docstring stands for."""
-    *before, last = (getattr(cls, name.strip()) for name in what.split("+"))
+    """The table a marker ``<!-- kind: what -->`` in ``cls``'s docstring stands for
+    (``what``: the id of one of ``cls.VERSIONS``)."""
+    versions = {v.id: v for v in cls.VERSIONS}
+    if what not in versions:
+        raise ValueError(f"{cls.__name__}'s docstring marks a table of {what!r}; its versions: {', '.join(versions)}")
+    before, own, info = versions[what].added()
     if kind == "observation":
-        return observation_table(last, before=[e for entries in before for e in entries],
-                                 previous_action=cls.PREVIOUS_ACTION)
-    return info_table(last)
+        return observation_table(own, before=before, previous_action=cls.PREVIOUS_ACTION)
+    return info_table(info)
 
 
 def regenerate(text: str, cls) -> str:

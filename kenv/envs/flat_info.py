@@ -11,7 +11,7 @@ strings (``profile``, ``action_name``, ...).  Wrapped in :class:`FlatInfo`:
   array stays as it is (kenv's arrays have a fixed shape per env);
 * a ``scenario/<field>`` string becomes an ``np.int64`` code: the index of the value in
   the env's choices for that field, ``FlatInfo.codes[field]`` (the choices as strings,
-  in the order of ``env.unwrapped.SCENARIO_FIELDS[field]``);
+  in the order of ``env.unwrapped.version.scenario_fields[field]``);
 * every other string (``profile``, ``action_name``, ``last_bug``, ``dmesg``, ...) is dropped.
 
 Every step gives the same keys with the same types (as kenv's own info does).  The
@@ -42,7 +42,8 @@ class FlatInfo(gym.Wrapper):
         super().__init__(env)
         box = env.observation_space
         self.observation_space = gym.spaces.Box(np.minimum(box.low, 0), box.high, dtype=box.dtype)
-        fields: Mapping[str, Any] = getattr(env.unwrapped, "SCENARIO_FIELDS", {})
+        version = getattr(env.unwrapped, "version", None)
+        fields: Mapping[str, Any] = version.scenario_fields if version is not None else {}
         self.codes = {f: tuple(str(c) for c in choices) for f, choices in fields.items()}
         self._index = {f: {c: i for i, c in enumerate(cs)} for f, cs in self.codes.items()}
 

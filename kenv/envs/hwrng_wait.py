@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 import numpy as np
 
@@ -12,6 +11,7 @@ from ..drivers.random import InputPool
 from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
 from ..platforms import get_platform
+from ..schema import check_phases
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
@@ -23,6 +23,7 @@ from .info import (
 from .observation import (
     CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, Obs, platform_one_hot,
 )
+from .versions import Version
 
 PLATFORMS = ("rpi3bplus", "bcm2835-kernelci")
 #: a step ends when the reader's read(2) returns, or after this much simulated time
@@ -82,6 +83,41 @@ class _HwrngEpisode:
         return {**HwrngSubsystem.RAW_AT_RESET, "bits_credited": 0, "step_sim_s": 0.0}
 
 
+#: kenv/HwrngWait-v2
+BASE = Version(
+    "kenv/HwrngWait-v2", max_episode_steps=48, default_scenario="hwrng",
+    scenario_fields={
+        "platform": PLATFORMS,
+        "preempt": ("platform",) + PREEMPT_MODELS,
+        "hz": ("platform",) + ALLOWED_HZ,
+        "silent_s": ("platform", 0, 5, 10, 25, 30, 60),
+        "reader_bs": (4, 16, 32, 64, 128, 256, 512, 1024, 4096),
+    },
+    observation=KERNEL_CONFIG + (
+        platform_one_hot(PLATFORMS),
+        Obs(("1 / nr_cpus",), "1 / number of CPUs", lambda ep: [1.0 / ep.plat.nr_cpus], source="nr_cpu_ids",
+            fixed=True),
+        HWRNG_NO_BYTE,
+        Obs(("time since boot / 60 s",), "time since boot / 60 s (capped at 1)",
+            lambda ep: [min(1.0, ep.k.now / (60 * NSEC_PER_SEC))]),
+        HWRNG_LAST,
+        CRNG_PROGRESS,
+    ),
+    info=SHELL + MACHINE + (SIM_TIME,) + HWRNG + POOL + (BITS_CREDITED,) + kernel_reports() + HWRNG_STEP + (STEP_SIM,))
+#: a /dev/hwrng reader that comes and goes within an episode (scenario field
+#: ``reader_phases``, issue #31), and what the driver could read observed
+PHASED = BASE.extended(
+    "kenv/HwrngWaitPhased-v0", kwargs={"phases": True}, default_scenario="hwrng-v1",
+    phase_fields={"reader_phases": tuple(READER_SCHEDULES)}, observation=(HWRNG_STATE, CRNG_INIT),
+    info=(READER_PHASE,))
+#: the controls of ``kenv discover`` (issue #40 item 2; docs/discover.md, Controls):
+#: HwrngWait's dynamics on a scenario mix where, under the ``throughput`` profile,
+#: the best wait flips with an observed row (positive), or does not (negative)
+CONTROL = dataclasses.replace(BASE, id="kenv/HwrngWaitControl-v0", kwargs={"scenario": "hwrng-control"})
+NULL_CONTROL = dataclasses.replace(BASE, id="kenv/HwrngWaitNullControl-v0",
+                                   kwargs={"scenario": "hwrng-null-control"})
+
+
 class HwrngWaitEnv(KenvEnv):
     """
     ## Description
@@ -106,7 +142,7 @@ class HwrngWaitEnv(KenvEnv):
 
     ``Box(float32)``:
 
-    <!-- observation: OBSERVATION -->
+    <!-- observation: kenv/HwrngWait-v2 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
@@ -124,7 +160,7 @@ class HwrngWaitEnv(KenvEnv):
     With ``phases=True`` (HwrngWaitPhased-v0) what the driver could read at the
     step's end comes before the previous action:
 
-    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
+    <!-- observation: kenv/HwrngWaitPhased-v0 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 13 | ``RNG_STATUS >> 24`` / FIFO depth: words in the FIFO now | 0 | 1 | ``drivers/char/hw_random/bcm2835-rng.c, core.c`` |
@@ -152,7 +188,7 @@ class HwrngWaitEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
-    <!-- info: INFO -->
+    <!-- info: kenv/HwrngWait-v2 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -180,7 +216,7 @@ class HwrngWaitEnv(KenvEnv):
 
     With ``phases=True`` (HwrngWaitPhased-v0) info also has:
 
-    <!-- info: PHASE_INFO -->
+    <!-- info: kenv/HwrngWaitPhased-v0 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``reader_phase`` | str | the reader's phase in the step, ``reader`` or ``idle`` | the first step's (the boot runs in it) |
@@ -224,7 +260,7 @@ class HwrngWaitEnv(KenvEnv):
       newest version of its name and ``gym.make`` does not warn;
       ``kenv/HwrngWait-v0`` stays registered (Gymnasium's notice names v2).
     * ``kenv/HwrngWaitPhased-v0``, was ``kenv/HwrngWait-v1`` (still registered, same
-      dynamics; ``phases=True``, kenv.envs.registration.HWRNGWAIT_PHASED): workloads that change within an episode
+      dynamics; ``phases=True``, kenv.envs.hwrng_wait.PHASED): workloads that change within an episode
       (issue #31): the /dev/hwrng reader comes and goes by a schedule drawn
       at reset (scenario field ``reader_phases``), and the observation gains the
       FIFO level, readers in ``rng_dev_read()``, ``reading_mutex`` waiters,
@@ -245,39 +281,11 @@ class HwrngWaitEnv(KenvEnv):
     * 96cb9d055445 "hwrng: bcm2835 - use hwrng_msleep() instead of cpu_relax()".
     """
 
-    ENV_ID: ClassVar[str] = "kenv/HwrngWait-v2"
     DECISION = WAIT
-    DEFAULT_SCENARIO = "hwrng"
-    SCENARIO_FIELDS = {
-        "platform": PLATFORMS,
-        "preempt": ("platform",) + PREEMPT_MODELS,
-        "hz": ("platform",) + ALLOWED_HZ,
-        "silent_s": ("platform", 0, 5, 10, 25, 30, 60),
-        "reader_bs": (4, 16, 32, 64, 128, 256, 512, 1024, 4096),
-    }
-    OBSERVATION = KERNEL_CONFIG + (
-        platform_one_hot(PLATFORMS),
-        Obs(("1 / nr_cpus",), "1 / number of CPUs", lambda ep: [1.0 / ep.plat.nr_cpus], source="nr_cpu_ids",
-            fixed=True),
-        HWRNG_NO_BYTE,
-        Obs(("time since boot / 60 s",), "time since boot / 60 s (capped at 1)",
-            lambda ep: [min(1.0, ep.k.now / (60 * NSEC_PER_SEC))]),
-        HWRNG_LAST,
-        CRNG_PROGRESS,
-    )
-    #: added with ``phases=True`` (HwrngWaitPhased-v0)
-    PHASE_OBSERVATION = (HWRNG_STATE, CRNG_INIT)
-    INFO = SHELL + MACHINE + (SIM_TIME,) + HWRNG + POOL + (BITS_CREDITED,) + kernel_reports() + HWRNG_STEP + (STEP_SIM,)
-    PHASE_INFO = (READER_PHASE,)
+    VERSIONS = (BASE, PHASED, CONTROL, NULL_CONTROL)
 
     def __init__(self, *, phases: bool = False, **kwargs):
-        # phases=True: the reader comes and goes (scenario field ``reader_phases``,
-        # mix configs/scenarios/hwrng-v1.yaml) and the observation carries what
-        # the driver could read (PHASE_OBSERVATION)
-        self._use_phases(phases, "kenv/HwrngWaitPhased-v0", "hwrng-v1", {"reader_phases": tuple(READER_SCHEDULES)},
-                         self.PHASE_OBSERVATION)
-        super().__init__(**kwargs)
-        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+        super().__init__({"phases": check_phases(phases, BASE.id)}, **kwargs)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _HwrngEpisode:
         return _HwrngEpisode(scenario, rng, self.ff_memory, self._phase_rng)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import ClassVar
 
 import numpy as np
 
 from ..drivers.raid6 import raid6_behaviour
-from ..errors import ConfigError
 from ..platforms import get_platform
-from ..schema import check_bool
+from ..schema import check_bool, check_phases
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.hwrng import WAIT, HwrngSubsystem, pool_info
@@ -27,6 +25,7 @@ from .observation import (
     CRNG_INIT, CRNG_PROGRESS, HWRNG_LAST, HWRNG_NO_BYTE, HWRNG_STATE, KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION,
     QPERF_STATE, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE,
 )
+from .versions import Version
 
 #: the decisions, in the order of the MultiDiscrete action
 _DECISIONS = MappingProxyType({"deferral": DEFERRAL, "wait": WAIT, "raid6": BENCHMARK_MODE})
@@ -151,6 +150,52 @@ class _KernelEpisode:
                 "bits_credited": 0, "step_sim_s": 0.0}
 
 
+#: kenv/Kernel-v3
+BASE = Version(
+    "kenv/Kernel-v3", max_episode_steps=48, default_scenario="kernel",
+    scenario_fields={
+        **QPERF_SCENARIO_FIELDS,
+        "reader_bs": (4, 16, 64, 256),
+        "silent_s": (0, 1, 5),
+        "load": LOADS,
+        "cyclictest_interval_us": (1000, 5000, 10000),
+    },
+    observation=KERNEL_CONFIG + (
+        QPERF_CONFIG, QPERF_REGRESSION,
+        HWRNG_NO_BYTE.renamed(("hwrng reader has had no byte yet",), "the hwrng reader has not had a byte yet"),
+        HWRNG_LAST.renamed(("previous hwrng throughput", "previous hwrng spin"),
+                           ("previous hwrng throughput component (capped at 1, as HwrngWait's row 10)",
+                            "previous hwrng spin component (capped at 1)")),
+        RAID6_LOAD.renamed(("continuous hog on the modprobe CPU", "periodic job on the modprobe CPU"),
+                           ("a continuous hog on the modprobe CPU", "a periodic job on the modprobe CPU")),
+        RAID6_PROGRESS.renamed(("raid6 benchmark progress", "previous worst wakeup (log scale)",
+                                "previous raid6 window's lost calls"),
+                               ("raid6 benchmark progress: windows / 18",
+                                "previous worst cyclictest wakeup, log10(1 + us) / 6 (up to 1.5)",
+                                "share of the previous raid6 window's calls lost")),
+        CRNG_PROGRESS,
+    ),
+    info=(SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HWRNG + RAID6
+          + (POOL[0], POOL[1].with_meaning("bits credited to the shared input pool so far"), POOL[2], BITS_CREDITED)
+          + kernel_reports("both qperf hosts", "this machine") + QPERF_STEP + HWRNG_STEP
+          + (WORST_WAKEUP.with_meaning("the step's worst cyclictest wakeup (-1.0 once modprobe has exited)"),
+             WINDOW, STEP_SIM)))
+#: boot-time starting states before crng READY (scenario field ``start``; issue #30
+#: part 2), the crng state observed.  Not load balancing: the fast-forwards cannot
+#: skip a balancing kernel exactly and decline it, which makes Kernel steps about
+#: 30x slower (``gym.make(..., load_balance=True)`` still gives it)
+BOOT = BASE.extended("kenv/KernelBoot-v0", kwargs={"boot_states": True}, default_scenario="kernel-v1",
+                     scenario_fields={"start": START}, observation=(CRNG_INIT,))
+#: the boot-time states, PREEMPT_RT's interrupt threads on the rt scenarios, and
+#: the three phased workloads (issue #31), each observed
+PHASED = BOOT.extended(
+    "kenv/KernelPhased-v0", kwargs={"boot_states": True, "irq_threads": True, "phases": True},
+    default_scenario="kernel-v2",
+    phase_fields={"traffic_phases": tuple(TRAFFIC_SCHEDULES), "reader_phases": tuple(READER_SCHEDULES),
+                  "load_phases": tuple(LOAD_SCHEDULES)},
+    observation=(QPERF_STATE, HWRNG_STATE, RAID6_STATE), info=(TRAFFIC_PHASE, READER_PHASE, LOAD_PHASE))
+
+
 class KernelEnv(KenvEnv):
     """
     ## Description
@@ -178,7 +223,7 @@ class KernelEnv(KenvEnv):
 
     ``Box(float32)``:
 
-    <!-- observation: OBSERVATION -->
+    <!-- observation: kenv/Kernel-v3 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
@@ -200,7 +245,7 @@ class KernelEnv(KenvEnv):
 
     KernelBoot-v0 inserts the crng state before the previous action:
 
-    <!-- observation: OBSERVATION + BOOT_OBSERVATION -->
+    <!-- observation: kenv/KernelBoot-v0 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 17-19 | ``crng_init`` one-hot: CRNG_EMPTY, CRNG_EARLY (128 bits credited), CRNG_READY (256) | 0 | 1 | ``drivers/char/random.c crng_init`` |
@@ -212,7 +257,7 @@ class KernelEnv(KenvEnv):
     step's end (HwrngWaitPhased-v0's) and the modprobe CPU's runqueue length
     (Raid6BenchPhased-v0's):
 
-    <!-- observation: OBSERVATION + BOOT_OBSERVATION + PHASE_OBSERVATION -->
+    <!-- observation: kenv/KernelPhased-v0 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 20 | NIC receive interrupts on the client's qperf CPU in the last step (its round trips x the message's interrupts), log10(1 + per ms) / 3 | 0 | 1 | ``drivers/char/random.c add_interrupt_randomness()`` |
@@ -242,7 +287,7 @@ class KernelEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
-    <!-- info: INFO -->
+    <!-- info: kenv/Kernel-v3 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -284,7 +329,7 @@ class KernelEnv(KenvEnv):
 
     With ``phases=True`` (KernelPhased-v0) info also has:
 
-    <!-- info: PHASE_INFO -->
+    <!-- info: kenv/KernelPhased-v0 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``traffic_phase`` | str | the step's message size (``64 KiB``) or ``pause`` | the first step's |
@@ -338,8 +383,8 @@ class KernelEnv(KenvEnv):
     ``gym.make("kenv/Kernel-v3", actions=None, scenario=None, profile="balanced",
     reward_weights=None, render_mode=None, fast_forward=True, load_balance=False,
     irq_threads=False)``;
-    ``kenv/KernelBoot-v0`` is ``KernelEnv(boot_states=True)`` (the preset
-    ``KERNEL_BOOT`` in kenv/envs/registration.py); ``phases=True`` (with
+    ``kenv/KernelBoot-v0`` is ``KernelEnv(boot_states=True)`` (its declaration
+    ``BOOT`` in kenv/envs/kernel_env.py); ``phases=True`` (with
     ``boot_states=True``: a KernelPhased-v0) adds the phased workloads.  ``load_balance=True`` runs
     the kernel with CFS load balancing (kenv.kernel.balance; no registered id
     sets it yet, see Version History).
@@ -354,7 +399,7 @@ class KernelEnv(KenvEnv):
       ``kenv/Kernel-v0`` stays registered (Gymnasium's notice names v3).
     * ``kenv/KernelPhased-v0``, was ``kenv/Kernel-v2`` (still registered, same
       dynamics; ``boot_states=True, irq_threads=True, phases=True``,
-      kenv.envs.registration.KERNEL_PHASED): KernelBoot-v0's boot-time states; PREEMPT_RT's
+      kenv.envs.kernel_env.PHASED): KernelBoot-v0's boot-time states; PREEMPT_RT's
       interrupt threads on the ``rt`` scenarios (see ``irq_threads`` below);
       and workloads that change within an episode (issue #31): qperf's traffic changes size or pauses
       (scenario field ``traffic_phases``), the hwrng reader comes and goes by a
@@ -409,65 +454,14 @@ class KernelEnv(KenvEnv):
     and "lib/raid6: Reduce high latency by using migrate instead of preempt".
     """
 
-    ENV_ID: ClassVar[str] = "kenv/Kernel-v3"
     DECISIONS = _DECISIONS
-    DEFAULT_SCENARIO = "kernel"
     KERNEL_OPTIONS = ("load_balance", "irq_threads")
-    SCENARIO_FIELDS = {
-        **QPERF_SCENARIO_FIELDS,
-        "reader_bs": (4, 16, 64, 256),
-        "silent_s": (0, 1, 5),
-        "load": LOADS,
-        "cyclictest_interval_us": (1000, 5000, 10000),
-    }
-    OBSERVATION = KERNEL_CONFIG + (
-        QPERF_CONFIG, QPERF_REGRESSION,
-        HWRNG_NO_BYTE.renamed(("hwrng reader has had no byte yet",), "the hwrng reader has not had a byte yet"),
-        HWRNG_LAST.renamed(("previous hwrng throughput", "previous hwrng spin"),
-                           ("previous hwrng throughput component (capped at 1, as HwrngWait's row 10)",
-                            "previous hwrng spin component (capped at 1)")),
-        RAID6_LOAD.renamed(("continuous hog on the modprobe CPU", "periodic job on the modprobe CPU"),
-                           ("a continuous hog on the modprobe CPU", "a periodic job on the modprobe CPU")),
-        RAID6_PROGRESS.renamed(("raid6 benchmark progress", "previous worst wakeup (log scale)",
-                                "previous raid6 window's lost calls"),
-                               ("raid6 benchmark progress: windows / 18",
-                                "previous worst cyclictest wakeup, log10(1 + us) / 6 (up to 1.5)",
-                                "share of the previous raid6 window's calls lost")),
-        CRNG_PROGRESS,
-    )
-    #: added with ``boot_states=True`` (KernelBoot-v0)
-    BOOT_OBSERVATION = (CRNG_INIT,)
-    #: added with ``phases=True`` (KernelPhased-v0)
-    PHASE_OBSERVATION = (QPERF_STATE, HWRNG_STATE, RAID6_STATE)
-    INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HWRNG + RAID6
-            + (POOL[0], POOL[1].with_meaning("bits credited to the shared input pool so far"), POOL[2], BITS_CREDITED)
-            + kernel_reports("both qperf hosts", "this machine") + QPERF_STEP + HWRNG_STEP
-            + (WORST_WAKEUP.with_meaning("the step's worst cyclictest wakeup (-1.0 once modprobe has exited)"),
-               WINDOW, STEP_SIM))
-    PHASE_INFO = (TRAFFIC_PHASE, READER_PHASE, LOAD_PHASE)
+    VERSIONS = (BASE, BOOT, PHASED)
     PREVIOUS_ACTION = "previous action, one-hot per dimension"
 
     def __init__(self, *, boot_states: bool = False, phases: bool = False, **kwargs):
-        self.boot_states = check_bool(boot_states, "boot_states", "True (kenv/KernelBoot-v0) or False (kenv/Kernel-v3)")
-        if boot_states:
-            # kenv/KernelBoot-v0 (issue #30): boot-time starting states in the mix
-            # (scenario field ``start``) and the crng state in the observation
-            self.ENV_ID, self.DEFAULT_SCENARIO = "kenv/KernelBoot-v0", "kernel-v1"
-            self.SCENARIO_FIELDS = {**self.SCENARIO_FIELDS, "start": START}
-            self.OBSERVATION = self.OBSERVATION + self.BOOT_OBSERVATION
-        if phases is True and not boot_states:
-            raise ConfigError("phases", phases, "False, or True with boot_states=True (kenv/KernelPhased-v0: "
-                              "KernelBoot-v0's starting states and observation, with phased workloads)")
-        # phases=True (issue #31): the hwrng reader comes and goes (scenario
-        # field ``reader_phases``, mix configs/scenarios/kernel-v2.yaml), and the
-        # observation carries what the hwrng driver could read (PHASE_OBSERVATION)
-        self._use_phases(phases, "kenv/KernelPhased-v0", "kernel-v2",
-                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES), "reader_phases": tuple(READER_SCHEDULES),
-                          "load_phases": tuple(LOAD_SCHEDULES)},
-                         self.PHASE_OBSERVATION)
-        super().__init__(**kwargs)
-        self._init_kwargs["boot_states"] = boot_states   # (pickling rebuilds the same version)
-        self._init_kwargs["phases"] = self.phases
+        boot_states = check_bool(boot_states, "boot_states", f"True ({BOOT.id}) or False ({BASE.id})")
+        super().__init__({"boot_states": boot_states, "phases": check_phases(phases, BASE.id)}, **kwargs)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _KernelEpisode:
         # With load balancing the fast-forwards decline everything: a skipped

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+import dataclasses
 
 import numpy as np
 
@@ -10,6 +10,7 @@ from ..drivers.raid6 import KERNEL_VERSIONS
 from ..experiments.raid6_cyclictest import resolve_config
 from ..kernel.core import PREEMPT_MODELS, Kernel
 from ..kernel.jiffies import ALLOWED_HZ
+from ..schema import check_phases
 from ..sim.engine import NSEC_PER_SEC, Engine
 from ..subsystems.common import kernel_reports_info
 from ..subsystems.phases import LOAD_SCHEDULES, PhaseSchedule
@@ -19,6 +20,7 @@ from .info import (
     LOAD_PHASE, MACHINE, RAID6, SHELL, SIM_TIME, STEP_SIM, WINDOW, WORST_WAKEUP, Info, kernel_reports,
 )
 from .observation import KERNEL_CONFIG, RAID6_LOAD, RAID6_PROGRESS, RAID6_STATE, Obs, platform_one_hot
+from .versions import Version
 
 PLATFORMS = ("x86-avx512-32", "x86-avx2")
 #: a step never simulates more than this (guards against a stuck scenario)
@@ -80,6 +82,34 @@ class _Raid6Episode:
         return {**Raid6Subsystem.raw_at_reset(), "step_sim_s": 0.0}
 
 
+#: kenv/Raid6Bench-v3
+BASE = Version(
+    "kenv/Raid6Bench-v3", max_episode_steps=64, default_scenario="raid6",
+    scenario_fields={
+        "platform": PLATFORMS,
+        "preempt": PREEMPT_MODELS,
+        "hz": ("platform",) + ALLOWED_HZ,
+        "kernel": ("platform",) + KERNEL_VERSIONS,
+        "load": LOADS,
+        "cyclictest_interval_us": (100, 250, 500, 1000, 2000, 5000, 10000),
+    },
+    observation=KERNEL_CONFIG + (
+        platform_one_hot(PLATFORMS), RAID6_LOAD,
+        Obs(("kernel v5.17 behaviour",), "raid6_choose_gen() of v5.17 (else v5.16)",
+            lambda ep: [float(ep.kernel_version == "5.17")], source="lib/raid6/algos.c", fixed=True),
+        RAID6_PROGRESS,
+    ),
+    info=(SHELL + MACHINE + (Info(("kernel",), (str,), "raid6_choose_gen() version (resolved)"), SIM_TIME) + RAID6
+          + kernel_reports() + (WORST_WAKEUP, WINDOW, STEP_SIM)))
+#: CFS load balancing in the simulated kernel (kenv.kernel.balance; issue #30 part 1)
+BALANCED = dataclasses.replace(BASE, id="kenv/Raid6BenchBalanced-v0", kwargs={"load_balance": True})
+#: load balancing, and a background job that starts and stops within an episode
+#: (scenario field ``load_phases``, issue #31), the benchmarking CPU's runqueue observed
+PHASED = BASE.extended(
+    "kenv/Raid6BenchPhased-v0", kwargs={"load_balance": True, "phases": True}, default_scenario="raid6-v2",
+    phase_fields={"load_phases": tuple(LOAD_SCHEDULES)}, observation=(RAID6_STATE,), info=(LOAD_PHASE,))
+
+
 class Raid6BenchEnv(KenvEnv):
     """
     ## Description
@@ -112,7 +142,7 @@ class Raid6BenchEnv(KenvEnv):
 
     ``Box(float32)``:
 
-    <!-- observation: OBSERVATION -->
+    <!-- observation: kenv/Raid6Bench-v3 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
@@ -130,7 +160,7 @@ class Raid6BenchEnv(KenvEnv):
     With ``phases=True`` (Raid6BenchPhased-v0) the CPU's runqueue comes before the
     previous action:
 
-    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
+    <!-- observation: kenv/Raid6BenchPhased-v0 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 13 | runqueue length of the CPU modprobe runs on / 4 (capped at 1) at the step's end: modprobe, the cyclictest thread if woken, the job if running or runnable | 0 | 1 | ``kernel/sched rq->nr_running`` |
@@ -154,7 +184,7 @@ class Raid6BenchEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
-    <!-- info: INFO -->
+    <!-- info: kenv/Raid6Bench-v3 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -183,7 +213,7 @@ class Raid6BenchEnv(KenvEnv):
 
     With ``phases=True`` (Raid6BenchPhased-v0) info also has:
 
-    <!-- info: PHASE_INFO -->
+    <!-- info: kenv/Raid6BenchPhased-v0 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``load_phase`` | str | the job's phase in the step, ``job`` or ``off`` | the first step's |
@@ -228,7 +258,7 @@ class Raid6BenchEnv(KenvEnv):
       ``kenv/Raid6Bench-v0`` stays registered (Gymnasium's notice names v3).
     * ``kenv/Raid6BenchPhased-v0``, was ``kenv/Raid6Bench-v2`` (still registered,
       same dynamics; ``load_balance=True, phases=True``,
-      kenv.envs.registration.RAID6BENCH_PHASED): Raid6BenchBalanced-v0's load
+      kenv.envs.raid6_bench.PHASED): Raid6BenchBalanced-v0's load
       balancing, and the background job starts and stops
       within the episode (scenario field ``load_phases``); the
       observation gains the benchmarking CPU's runqueue length (entry 13;
@@ -245,7 +275,7 @@ class Raid6BenchEnv(KenvEnv):
       cannot be pulled, so a load keeps sharing its windows.  ``bench_cpu``
       stays the CPU modprobe started on.  Same spaces, info keys and scenario
       fields as v0; ``gym.make("kenv/Raid6BenchBalanced-v0")`` passes
-      ``load_balance=True`` (kenv.envs.registration.RAID6BENCH_BALANCED).
+      ``load_balance=True`` (kenv.envs.raid6_bench.BALANCED).
 
     * v0, info: every key present with one type at every reset and step (was:
       ``bugs`` and ``rcu_stalls`` lists, now counts with the last report;
@@ -265,38 +295,12 @@ class Raid6BenchEnv(KenvEnv):
       functions" (Dirk Mueller).
     """
 
-    ENV_ID: ClassVar[str] = "kenv/Raid6Bench-v3"
     DECISION = BENCHMARK_MODE
-    DEFAULT_SCENARIO = "raid6"
     KERNEL_OPTIONS = ("load_balance",)
-    SCENARIO_FIELDS = {
-        "platform": PLATFORMS,
-        "preempt": PREEMPT_MODELS,
-        "hz": ("platform",) + ALLOWED_HZ,
-        "kernel": ("platform",) + KERNEL_VERSIONS,
-        "load": LOADS,
-        "cyclictest_interval_us": (100, 250, 500, 1000, 2000, 5000, 10000),
-    }
-    OBSERVATION = KERNEL_CONFIG + (
-        platform_one_hot(PLATFORMS), RAID6_LOAD,
-        Obs(("kernel v5.17 behaviour",), "raid6_choose_gen() of v5.17 (else v5.16)",
-            lambda ep: [float(ep.kernel_version == "5.17")], source="lib/raid6/algos.c", fixed=True),
-        RAID6_PROGRESS,
-    )
-    #: added with ``phases=True`` (Raid6BenchPhased-v0)
-    PHASE_OBSERVATION = (RAID6_STATE,)
-    INFO = (SHELL + MACHINE + (Info(("kernel",), (str,), "raid6_choose_gen() version (resolved)"), SIM_TIME) + RAID6
-            + kernel_reports() + (WORST_WAKEUP, WINDOW, STEP_SIM))
-    PHASE_INFO = (LOAD_PHASE,)
+    VERSIONS = (BASE, BALANCED, PHASED)
 
     def __init__(self, *, phases: bool = False, **kwargs):
-        # phases=True: the background job starts and stops (scenario field
-        # ``load_phases``, mix configs/scenarios/raid6-v2.yaml) and the
-        # observation carries the benchmarking CPU's runqueue length
-        self._use_phases(phases, "kenv/Raid6BenchPhased-v0", "raid6-v2", {"load_phases": tuple(LOAD_SCHEDULES)},
-                         self.PHASE_OBSERVATION)
-        super().__init__(**kwargs)
-        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+        super().__init__({"phases": check_phases(phases, BASE.id)}, **kwargs)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _Raid6Episode:
         return _Raid6Episode(scenario, rng, self.load_balance, self._phase_rng)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import numpy as np
 
+from ..schema import check_phases
 from ..sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from ..subsystems.phases import TRAFFIC_SCHEDULES, PhaseSchedule
 from ..subsystems.qperf import DEFERRAL, QPERF_SCENARIO_FIELDS, QperfSubsystem, resolve_machine
@@ -14,6 +13,7 @@ from .info import (
     BITS_CREDITED, HOSTS_POOL, MACHINE, MSG_SIZE, QPERF_STEP, SHELL, SIM_TIME, STEP_SIM, TRAFFIC_PHASE, kernel_reports,
 )
 from .observation import KERNEL_CONFIG, QPERF_CONFIG, QPERF_REGRESSION, QPERF_STATE, Obs
+from .versions import Version
 
 
 class _RandomMixEpisode:
@@ -54,6 +54,29 @@ class _RandomMixEpisode:
         return {**QperfSubsystem.RAW_AT_RESET, "bits_credited": 0, "step_sim_s": 0.0}
 
 
+#: kenv/RandomMix-v2
+BASE = Version(
+    "kenv/RandomMix-v2", max_episode_steps=32, default_scenario="randommix", scenario_fields=QPERF_SCENARIO_FIELDS,
+    observation=KERNEL_CONFIG + (
+        QPERF_CONFIG, QPERF_REGRESSION,
+        Obs(("crng progress",), "crng progress: credited bits / 256, mean over both hosts",
+            lambda ep: [min(1.0, ep.bits / (256.0 * len(ep.q.randoms)))],
+            source="drivers/char/random.c input_pool.init_bits"),
+        Obs(("previous step BUG",), "the previous step hit a kernel BUG", lambda ep: [ep.last_bug],
+            source="BUG: sleeping function called from invalid context"),
+    ),
+    info=(SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HOSTS_POOL
+          + (BITS_CREDITED.with_meaning("bits credited on both hosts in the step"),)
+          + kernel_reports("client and server", "client and server") + QPERF_STEP + (STEP_SIM,)))
+#: PREEMPT_RT's forced interrupt threads on the rt scenarios (kenv.kernel.irq; issue
+#: #30 part 3), and traffic that changes size or pauses within an episode (scenario
+#: field ``traffic_phases``, issue #31), the interrupt rate and the fast pool's
+#: mixes observed
+PHASED = BASE.extended(
+    "kenv/RandomMixPhased-v0", kwargs={"irq_threads": True, "phases": True}, default_scenario="randommix-v1",
+    phase_fields={"traffic_phases": tuple(TRAFFIC_SCHEDULES)}, observation=(QPERF_STATE,), info=(TRAFFIC_PHASE,))
+
+
 class RandomMixEnv(KenvEnv):
     """
     ## Description
@@ -81,7 +104,7 @@ class RandomMixEnv(KenvEnv):
 
     ``Box(float32)``:
 
-    <!-- observation: OBSERVATION -->
+    <!-- observation: kenv/RandomMix-v2 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 0-3 | preemption model one-hot: none, voluntary, full, rt | 0 | 1 | ``CONFIG_PREEMPT_*`` |
@@ -97,7 +120,7 @@ class RandomMixEnv(KenvEnv):
     With ``phases=True`` (RandomMixPhased-v0) the interrupt rate and the mixes come
     before the previous action:
 
-    <!-- observation: OBSERVATION + PHASE_OBSERVATION -->
+    <!-- observation: kenv/RandomMixPhased-v0 -->
     | index | meaning | min | max | kernel source |
     |---|---|---|---|---|
     | 10 | NIC receive interrupts on the client's qperf CPU in the last step (its round trips x the message's interrupts), log10(1 + per ms) / 3 | 0 | 1 | ``drivers/char/random.c add_interrupt_randomness()`` |
@@ -125,7 +148,7 @@ class RandomMixEnv(KenvEnv):
     ``-1.0`` (``NO_VALUE``) stands for a float that has no value yet (not NaN:
     Gymnasium's ``check_env`` compares infos with ``==`` and Tianshou rejects NaN).
 
-    <!-- info: INFO -->
+    <!-- info: kenv/RandomMix-v2 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``scenario`` | dict | the episode's scenario fields (see Arguments): ``int`` where every allowed choice is an integer, else ``str`` (e.g. ``hz``: ``"platform"`` or ``"250"``) | |
@@ -153,7 +176,7 @@ class RandomMixEnv(KenvEnv):
 
     With ``phases=True`` (RandomMixPhased-v0) info also has:
 
-    <!-- info: PHASE_INFO -->
+    <!-- info: kenv/RandomMixPhased-v0 -->
     | key | type | meaning | at reset |
     |---|---|---|---|
     | ``traffic_phase`` | str | the step's message size (``64 KiB``) or ``pause`` | the first step's |
@@ -206,7 +229,7 @@ class RandomMixEnv(KenvEnv):
       ``kenv/RandomMix-v0`` stays registered (Gymnasium's notice names v2).
     * ``kenv/RandomMixPhased-v0``, was ``kenv/RandomMix-v1`` (still registered,
       same dynamics; ``irq_threads=True, phases=True``,
-      kenv.envs.registration.RANDOMMIX_PHASED): on the ``rt`` scenarios the
+      kenv.envs.random_mix.PHASED): on the ``rt`` scenarios the
       kernels run PREEMPT_RT's forced interrupt threads (issue #30;
       kenv.kernel.irq): the NIC handler and NET_RX in
       ``irq/N-mlx4-ib0`` (SCHED_FIFO 50), the mix timer in ``ksoftirqd/N``
@@ -238,34 +261,12 @@ class RandomMixEnv(KenvEnv):
       534d2eaf1970 "random: do crng pre-init loading in worker rather than irq".
     """
 
-    ENV_ID: ClassVar[str] = "kenv/RandomMix-v2"
     DECISION = DEFERRAL
-    DEFAULT_SCENARIO = "randommix"
-    SCENARIO_FIELDS = QPERF_SCENARIO_FIELDS
     KERNEL_OPTIONS = ("irq_threads",)
-    OBSERVATION = KERNEL_CONFIG + (
-        QPERF_CONFIG, QPERF_REGRESSION,
-        Obs(("crng progress",), "crng progress: credited bits / 256, mean over both hosts",
-            lambda ep: [min(1.0, ep.bits / (256.0 * len(ep.q.randoms)))],
-            source="drivers/char/random.c input_pool.init_bits"),
-        Obs(("previous step BUG",), "the previous step hit a kernel BUG", lambda ep: [ep.last_bug],
-            source="BUG: sleeping function called from invalid context"),
-    )
-    #: added with ``phases=True`` (RandomMixPhased-v0)
-    PHASE_OBSERVATION = (QPERF_STATE,)
-    INFO = (SHELL + MACHINE + (SIM_TIME, MSG_SIZE) + HOSTS_POOL
-            + (BITS_CREDITED.with_meaning("bits credited on both hosts in the step"),)
-            + kernel_reports("client and server", "client and server") + QPERF_STEP + (STEP_SIM,))
-    PHASE_INFO = (TRAFFIC_PHASE,)
+    VERSIONS = (BASE, PHASED)
 
     def __init__(self, *, phases: bool = False, **kwargs):
-        # phases=True: qperf's traffic changes size or pauses (scenario field
-        # ``traffic_phases``, mix configs/scenarios/randommix-v1.yaml) and the
-        # observation carries the interrupt rate and the fast pool's state
-        self._use_phases(phases, "kenv/RandomMixPhased-v0", "randommix-v1",
-                         {"traffic_phases": tuple(TRAFFIC_SCHEDULES)}, self.PHASE_OBSERVATION)
-        super().__init__(**kwargs)
-        self._init_kwargs["phases"] = self.phases   # (pickling rebuilds the same version)
+        super().__init__({"phases": check_phases(phases, BASE.id)}, **kwargs)
 
     def _make_episode(self, scenario: dict, rng: np.random.Generator) -> _RandomMixEpisode:
         return _RandomMixEpisode(scenario, rng, self.ff_memory, irq_threads=self.irq_threads,

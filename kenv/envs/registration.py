@@ -1,12 +1,17 @@
-"""Registration of the kenv environments (one central list, as Gymnasium's own).
+"""Registration of the kenv environments, from the versions each env class declares.
+
+Every env class lists its versions in ``VERSIONS`` (kenv.envs.versions.Version:
+the id, the keyword arguments it registers the class with, its time limit, ...);
+this module registers each of them.
 
 An id means one task.  A different task made from the same class (boot-time
 starting states, load balancing, workloads that change within an episode) has a
 name of its own, as Gymnasium's ``LunarLanderContinuous`` is ``LunarLander``
 with other keyword arguments: ``kenv/KernelPhased-v0`` registers ``KernelEnv``
-with the keyword arguments of :data:`ENV_KWARGS`.  A version bump (``-vN``) is
-kept for a corrected simulation of the same task, so that the recommended id of
-every task is the highest version of its name and ``gym.make`` does not warn.
+with the keyword arguments of its declaration (kenv.envs.kernel_env.PHASED).  A
+version bump (``-vN``) is kept for a corrected simulation of the same task, so
+that the recommended id of every task is the highest version of its name and
+``gym.make`` does not warn.
 
 The ids of before that rule (issue #39 item 1) stay registered with the dynamics
 they had (:data:`RENAMED`: old id -> the id that replaces it, same dynamics):
@@ -26,50 +31,18 @@ from gymnasium.envs.registration import load_env_creator, parse_env_id
 
 from ..errors import ConfigError
 from ..schema import check_choice
+from .hwrng_wait import HwrngWaitEnv
+from .kernel_env import KernelEnv
+from .raid6_bench import Raid6BenchEnv
+from .random_mix import RandomMixEnv
 
-#: what ``kenv/Raid6BenchBalanced-v0`` turns on: CFS load balancing in the
-#: simulated kernel (kenv.kernel.balance; issue #30 part 1)
-RAID6BENCH_BALANCED = MappingProxyType({"load_balance": True})
-#: what ``kenv/KernelBoot-v0`` turns on: boot-time starting states before crng
-#: READY, the crng state observed (issue #30 part 2).  Not load balancing: the
-#: fast-forwards cannot skip a balancing kernel exactly and decline it, which
-#: makes Kernel steps about 30x slower (``gym.make(..., load_balance=True)``
-#: still gives it)
-KERNEL_BOOT = MappingProxyType({"boot_states": True})
-#: what ``kenv/RandomMixPhased-v0`` turns on: PREEMPT_RT's forced interrupt threads
-#: on the rt scenarios (kenv.kernel.irq; issue #30 part 3) and traffic that
-#: changes size or pauses within an episode, observed (issue #31)
-RANDOMMIX_PHASED = MappingProxyType({"irq_threads": True, "phases": True})
-#: what ``kenv/HwrngWaitPhased-v0`` turns on: a /dev/hwrng reader that comes and
-#: goes within an episode, observed (issue #31)
-HWRNGWAIT_PHASED = MappingProxyType({"phases": True})
-#: what ``kenv/Raid6BenchPhased-v0`` turns on: Raid6BenchBalanced's load balancing,
-#: and a background job that starts and stops within an episode, observed (issue #31)
-RAID6BENCH_PHASED = MappingProxyType({"load_balance": True, "phases": True})
-#: what ``kenv/KernelPhased-v0`` turns on: KernelBoot's boot-time states, PREEMPT_RT's
-#: interrupt threads on the rt scenarios, and the three phased workloads
-KERNEL_PHASED = MappingProxyType({"boot_states": True, "irq_threads": True, "phases": True})
-#: the controls of ``kenv discover`` (issue #40 item 2; docs/discover.md, Controls):
-#: HwrngWait's dynamics on a scenario mix where, under the ``throughput`` profile,
-#: the best wait flips with an observed row (positive), or does not (negative)
-HWRNGWAIT_CONTROL = MappingProxyType({"scenario": "hwrng-control"})
-HWRNGWAIT_NULL_CONTROL = MappingProxyType({"scenario": "hwrng-null-control"})
-
-ENVS = (
-    # id, entry point, max_episode_steps (the ids to use; docs/environments.md, Which id)
-    ("kenv/RandomMix-v2", "kenv.envs.random_mix:RandomMixEnv", 32),
-    ("kenv/HwrngWait-v2", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
-    ("kenv/Raid6Bench-v3", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
-    ("kenv/Kernel-v3", "kenv.envs.kernel_env:KernelEnv", 48),
-    ("kenv/Raid6BenchBalanced-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
-    ("kenv/KernelBoot-v0", "kenv.envs.kernel_env:KernelEnv", 48),
-    ("kenv/RandomMixPhased-v0", "kenv.envs.random_mix:RandomMixEnv", 32),
-    ("kenv/HwrngWaitPhased-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
-    ("kenv/Raid6BenchPhased-v0", "kenv.envs.raid6_bench:Raid6BenchEnv", 64),
-    ("kenv/KernelPhased-v0", "kenv.envs.kernel_env:KernelEnv", 48),
-    ("kenv/HwrngWaitControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
-    ("kenv/HwrngWaitNullControl-v0", "kenv.envs.hwrng_wait:HwrngWaitEnv", 48),
-)
+#: the env classes, each with its declared versions (``VERSIONS``)
+ENV_CLASSES = (RandomMixEnv, HwrngWaitEnv, Raid6BenchEnv, KernelEnv)
+#: every declared version (kenv.envs.versions.Version) by its id
+VERSIONS = MappingProxyType({v.id: v for cls in ENV_CLASSES for v in cls.VERSIONS})
+ENVS = tuple(
+    # id, entry point, max_episode_steps
+    (v.id, f"{cls.__module__}:{cls.__name__}", v.max_episode_steps) for cls in ENV_CLASSES for v in cls.VERSIONS)
 
 #: the ids registered before each task had a name of its own (issue #39 item 1) -> the id
 #: of :data:`ENVS` that replaces each, with the same dynamics (benchmarks/fingerprint.py
@@ -96,18 +69,6 @@ FLAT_NAMESPACE = "kenv-flat"
 def flat_id(env_id: str) -> str:
     """The flat twin of a ``kenv/...`` id: ``kenv-flat/...``."""
     return f"{FLAT_NAMESPACE}/{env_id.split('/', 1)[1]}"
-
-#: the keyword arguments an id registers with (ids not named here: none)
-ENV_KWARGS = MappingProxyType({
-    "kenv/Raid6BenchBalanced-v0": RAID6BENCH_BALANCED,
-    "kenv/KernelBoot-v0": KERNEL_BOOT,
-    "kenv/RandomMixPhased-v0": RANDOMMIX_PHASED,
-    "kenv/HwrngWaitPhased-v0": HWRNGWAIT_PHASED,
-    "kenv/Raid6BenchPhased-v0": RAID6BENCH_PHASED,
-    "kenv/KernelPhased-v0": KERNEL_PHASED,
-    "kenv/HwrngWaitControl-v0": HWRNGWAIT_CONTROL,
-    "kenv/HwrngWaitNullControl-v0": HWRNGWAIT_NULL_CONTROL,
-})
 
 
 def canonical_id(env_id: str) -> str:
@@ -145,16 +106,16 @@ def make_renamed(env_id: str, **kwargs) -> gym.Env:
 
 
 def register_envs() -> None:
-    """Every id of :data:`ENVS` and of :data:`RENAMED`, and the flat twin ``kenv-flat/...`` of
-    each (the env in kenv.envs.flat_info.FlatInfo: info with one level of keys and numbers only)."""
-    steps = {env_id: max_steps for env_id, _, max_steps in ENVS}
-    entries = [(env_id, entry_point, dict(ENV_KWARGS.get(env_id, {}))) for env_id, entry_point, _ in ENVS]
+    """Every id of :data:`ENVS` and of :data:`RENAMED`, each from the declaration of the
+    version it is (or is now: its kwargs and time limit), and the flat twin ``kenv-flat/...``
+    of each (the env in kenv.envs.flat_info.FlatInfo: info with one level of keys and numbers only)."""
+    entries = [(env_id, entry_point, dict(VERSIONS[env_id].kwargs)) for env_id, entry_point, _ in ENVS]
     # an old id of the same name: the class of its new id (Gymnasium's notice names the new id);
     # of another name: make_renamed, which names the new id (Gymnasium's would name the base task)
-    entries += [(old, next(e for i, e, _ in ENVS if i == new), dict(ENV_KWARGS.get(new, {}))) if same_name(old, new)
+    entries += [(old, next(e for i, e, _ in ENVS if i == new), dict(VERSIONS[new].kwargs)) if same_name(old, new)
                 else (old, "kenv.envs.registration:make_renamed", {"env_id": new}) for old, new in RENAMED.items()]
     for env_id, entry_point, kwargs in entries:
-        max_steps = steps[canonical_id(env_id)]
+        max_steps = VERSIONS[canonical_id(env_id)].max_episode_steps
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps, kwargs=kwargs)
         twin = flat_id(env_id)

@@ -14,14 +14,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..schema import check_mix, check_mix_file, check_scenario_arg
 from .config import load_yaml
-from .registration import ENV_KWARGS, ENVS, canonical_id
+
+if TYPE_CHECKING:
+    from .versions import Version
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,12 @@ class ScenarioMix:
         return combos
 
 
-def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
+def build_mix(env_ids: Sequence[str], allowed: Mapping[str, Sequence[Any]], default: str,
               scenario: str | os.PathLike | Mapping | None, within_episode: Sequence[str] = (),
               elsewhere: Mapping[str, str] | None = None) -> ScenarioMix:
     """The env's default mix (a packaged YAML name), updated by ``scenario``
-    (``within_episode``: see :attr:`ScenarioMix.within_episode`).
+    (``within_episode``: see :attr:`ScenarioMix.within_episode`).  A mix file
+    names the env it is for: one of ``env_ids`` (:func:`mix_env_ids`).
 
     ``allowed`` lists, per field, the values the env understands; anything else
     is a :class:`ConfigError` naming the field (kenv.schema.check_mix), and
@@ -90,7 +93,7 @@ def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
     """
     check_scenario_arg(scenario)
     base_data, base_label = load_yaml("scenarios", default)
-    fields = _parse_fields(base_data, base_label, env_id, allowed)
+    fields = _parse_fields(base_data, base_label, env_ids, allowed)
     name = default
     if scenario is None:
         pass
@@ -99,25 +102,37 @@ def build_mix(env_id: str, allowed: Mapping[str, Sequence[Any]], default: str,
         name = f"{default}+custom"
     else:
         data, label = load_yaml("scenarios", scenario)
-        fields.update(_parse_fields(data, label, env_id, allowed, elsewhere))
+        fields.update(_parse_fields(data, label, env_ids, allowed, elsewhere))
         name = str(data.get("name") or os.fspath(scenario))
     return ScenarioMix(name, fields, tuple(within_episode))
 
 
-def _parse_fields(data: Mapping, label: str, env_id: str, allowed: Mapping[str, Sequence[Any]],
+def _parse_fields(data: Mapping, label: str, env_ids: Sequence[str], allowed: Mapping[str, Sequence[Any]],
                   elsewhere: Mapping[str, str] | None = None) -> dict:
+    # (imported here: registration imports the env classes, which import this module)
+    from .registration import canonical_id
+
     f = check_mix_file(data, label)
-    env = env_id if f.env is None else f.env
-    if canonical_id(env) != env_id:   # (a file of before the renaming names an old id)
-        raise ConfigError(f"{label}: env", env, env_id)
+    if f.env is not None and canonical_id(f.env) not in env_ids:   # (a file of before the renaming names an old id)
+        raise ConfigError(f"{label}: env", f.env, " or ".join(env_ids))
     return check_mix(f.mix, allowed, f"{label}: mix", elsewhere)
 
 
-def phase_fields_elsewhere(env_id: str, fields: Sequence[str]) -> dict[str, str]:
-    """For an env built with ``phases=False``: each phase field (``fields``)
-    with what it needs -- ``phases=True``, and the registered ids of the same
-    env class that turn it on (kenv.envs.registration.ENV_KWARGS)."""
-    entry = {i: ep for i, ep, _ in ENVS}
-    ids = [i for i, kw in ENV_KWARGS.items() if kw.get("phases") and entry.get(i) == entry.get(env_id)]
-    need = "is a phase schedule: only with phases=True" + (f" ({', '.join(ids)})" if ids else "")
-    return {f: need for f in fields}
+def mix_env_ids(version: Version, versions: Sequence[Version]) -> tuple[str, ...]:
+    """The env ids a mix file for ``version`` may name (its ``env:``): the ``versions``
+    of its class with the same scenario fields (Raid6BenchBalanced-v0 reads Raid6Bench-v3's
+    mixes; KernelBoot-v0, which adds ``start``, has its own).  A file naming an old id
+    of one (kenv.envs.registration.RENAMED) is read as one of them."""
+    return tuple(v.id for v in versions if v.scenario_fields == version.scenario_fields)
+
+
+def phase_fields_elsewhere(version: Version, versions: Sequence[Version]) -> dict[str, str]:
+    """The phase fields of the other ``versions`` of ``version``'s class that it
+    does not take, each with what it needs: ``phases=True``, as the versions
+    that have it are built."""
+    ids: dict[str, list[str]] = {}
+    for v in versions:
+        for f in v.phase_fields:
+            if f not in version.scenario_fields:
+                ids.setdefault(f, []).append(v.id)
+    return {f: f"is a phase schedule: only with phases=True ({', '.join(i)})" for f, i in ids.items()}
