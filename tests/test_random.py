@@ -350,6 +350,33 @@ def test_env_qperf_fast_forward_in_cases_found_by_search(draws):
         assert search_fast_forward.compare("qperf", env_id, kwargs, seeds, memory) == "same", env_id
 
 
+@pytest.mark.parametrize("reason,env_id,kwargs,seeds", [
+    # a mix timer left pending on a CPU (timer deferral) while a refill round trip is planned
+    ("QP_TIMER_DUE", "kenv/Kernel-v0",
+     {"scenario": {"platform": "x86-ib40g", "preempt": "full", "hz": 100, "msg_size": "1024K", "threshold": 1024,
+                   "step_ms": 5, "reader_bs": 64, "silent_s": 5, "load": "none", "cyclictest_interval_us": 10000}},
+     [569412, 673966]),
+    # no steady round trips after a busy tick: the other host's mix still in flight
+    ("QP_TAIL_MIX_PENDING", "kenv/Kernel-v0",
+     {"scenario": {"platform": "x86-ib40g", "preempt": "voluntary", "hz": 1000, "msg_size": "32K", "threshold": 64,
+                   "step_ms": 5, "reader_bs": 16, "silent_s": 0, "load": "continuous",
+                   "cyclictest_interval_us": 1000}},
+     [753753, 168010]),
+])
+def test_env_qperf_rare_declines_keep_the_trajectory(reason, env_id, kwargs, seeds):
+    """Draws of tests/search_fast_forward.py that reach a decline the other
+    scenarios do not (tests/test_ff_declines.py needs every reason reached):
+    the decline is counted in the env's memory, and the trajectories with the
+    fast-forwards on and off are the same."""
+    import search_fast_forward
+    from kenv.envs.base import FastForwardMemory
+    from kenv.fastforward.declines import Reason
+
+    memory = FastForwardMemory()
+    assert search_fast_forward.compare("qperf", env_id, kwargs, seeds, memory) == "same"
+    assert memory.qperf.declines[Reason[reason]] > 0, dict(memory.qperf.declines)
+
+
 def _qperf_internals(pair) -> tuple:
     """What a round trip leaves behind on both hosts, beyond what an env
     reports: fast pools, refills owed and paid, qperf's and the kworkers'

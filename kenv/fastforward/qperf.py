@@ -87,6 +87,7 @@ from ..kernel.observe import BusyLog, account_skipped_stretch
 from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.learner import TwiceAlike
 from ..sim.lru import LruTable
+from .declines import Declines, Reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..workloads.qperf import QperfEndpoint, QperfPair
@@ -288,12 +289,14 @@ class QperfLearned:
     :class:`~kenv.workloads.qperf.QperfTcpLat`; at most ``max_tables`` of
     each, the least recently used forgotten first."""
 
-    __slots__ = ("_tables", "_steady_rtt", "max_tables")
+    __slots__ = ("_tables", "_steady_rtt", "max_tables", "declines")
 
     def __init__(self, max_tables: int = MAX_QPERF_TABLES):
         self._tables: LruTable[dict] = LruTable(max_tables)
         self._steady_rtt: LruTable[int] = LruTable(max_tables)
         self.max_tables = max_tables
+        #: why the fast-forwards using this memory declined, counted (kenv.fastforward.declines)
+        self.declines = Declines()
 
     def table(self, key: tuple) -> dict:
         """The round trips learned for ``key`` (new, empty tables if none)."""
@@ -349,6 +352,8 @@ class QperfFastForward:
         self.client = pair.client
         self.server = pair.server
         self.wl = pair.wl
+        #: the declines counted, in the workload's QperfLearned
+        self.declines: Declines = pair.wl.learned.declines
         self.fresh = False   # the next boundary is a run's first (client_body)
         self.prev: Snapshot | None = None
         self.steady: RoundTrip | None = None
@@ -488,14 +493,16 @@ class QperfFastForward:
                 self._end_trigger_measure(t)
             if self._tick_measuring is not None:
                 self._end_tick_measure(t)
-            if fresh or owed is None:
+            if fresh:
                 # (the first round trip of a run, from qperf's wakeup, is not a steady
                 # one for min_vruntime: the steady lag of min_vruntime behind qperf's
                 # vruntime builds up in it)
-                return 0
+                return self.declines.decline(Reason.QP_RUN_START, 0)
+            if owed is None:
+                return self.declines.decline(Reason.QP_NOT_CLEAN, 0)
             if not clean:
                 if self.threaded:
-                    return 0
+                    return self.declines.decline(Reason.QP_THREADED, 0)
                 return self._plan_refill(t, owed) or self._plan_refill_trigger(t, owed)
             k = self._plan_jump(t)
             if k == 0 and not self.threaded:
@@ -508,15 +515,15 @@ class QperfFastForward:
         self.prev = snap
         busy = self._busy_log(t, clean)
         if not clean:
-            return 0
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         if prev is None or prev.disturb < 0 or prev.disturb != snap.disturb:
             self.steadies.forget(STEADY)     # (two consecutive ones)
-            return 0
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         rec = RoundTrip(t - prev.t, _deltas(prev.state, snap.state),
                         tuple(map(sub, snap.irqs, prev.irqs)), self._last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
             self._busy_candidate = busy
-            return 0
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         self._set_steady(rec)
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
         self._learned["vr_lag"][STEADY] = self._vr_lag
@@ -589,20 +596,24 @@ class QperfFastForward:
         self.steady = rec
         self.steady_offsets = (None, None) if rec is None else (self._irq_offsets_of(0), self._irq_offsets_of(1))
 
-    def _irq_offsets_of(self, host: int) -> list[int] | None:
+    def _irq_offsets_of(self, host: int) -> list[int]:
         """Offsets from the round trip's start of endpoint ``host``'s interrupts in a
         steady round trip (the last one measured, the others from the message's
-        NAPI batches), or None if they do not match the message's."""
+        NAPI batches).  They always match the message's: in a clean round trip
+        each endpoint receives one message of the size, both endpoints' shapes
+        come from the workload's NIC and the kernel's interrupt overhead, and
+        only QperfEndpoint counts interrupts into its CPU's fast pool, each once."""
         n, off_last = self.steady.irqs[host], self.steady.last_irq[host]
         at = self.pair.irq_arrivals()
-        if n != len(at):
-            return None
+        if n != len(at):  # pragma: no cover - see above
+            raise RuntimeError(f"qperf fast-forward: {n} interrupts in the steady round trip, "
+                               f"{len(at)} in its message")
         return [off_last - (at[-1] - a) for a in at]
 
     def _plan_jump(self, t: int) -> int:
         if self.threaded and tuple(h[6] - h[0] for h in self.state()) != self._vr_lag:
             self.plan = Plan(self.steady)
-            return 0
+            return self.declines.decline(Reason.QP_THREADED, 0)
         return self._plan_jump_checked(t)
 
     def _plan_jump_checked(self, t: int) -> int:
@@ -618,6 +629,7 @@ class QperfFastForward:
             if self.plan.tick is not None and self.plan.tail:
                 self.stats.near_end_plans += 1
             else:
+                self.declines.decline(Reason.QP_NEAR_END)
                 k = self._plan(t, near_end_ok=False)
         self.plan.near_end_ok = False
         return k
@@ -642,16 +654,21 @@ class QperfFastForward:
                 # is idle, else stop before the round trip it fires in (threaded:
                 # its callback runs in a thread, which no record holds)
                 timers = True
-                k = 0 if self.threaded else self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
+                if self.threaded:
+                    k = self.declines.decline(Reason.QP_THREADED, 0)
+                else:
+                    k = self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
-            offsets = self.steady_offsets[i] if rnd.deferral in self._taken_in else None
-            if offsets is None:
+            if rnd.deferral not in self._taken_in:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
-                k = min(k, max(0, self._rts_before_mix(ep, n, off, t, fp.count, fp.last)))
+                x = max(0, self._rts_before_mix(ep, n, off, t, fp.count, fp.last))
+                if x < k:
+                    k = self.declines.decline(Reason.QP_MIX_AHEAD, x)
                 wq.append((i, ep, rnd.threshold - 1 - fp.count))
                 continue
+            offsets = self.steady_offsets[i]
             # timer (or no) deferral: the interrupt that schedules the mix only sets
             # MIX_INFLIGHT and queues the timer -- nothing a round trip would notice;
             # it happens inside the fast-forward, which ends before the timer fires
@@ -665,7 +682,8 @@ class QperfFastForward:
             until = ep.k.engine.until
             if until is not None and t_trig > until:
                 # the deferral may change after this slice: stop before that round trip
-                k = min(k, j // n)
+                if j // n < k:
+                    k = self.declines.decline(Reason.QP_AFTER_UNTIL, j // n)
                 continue
             self.plan.timer_triggers.append(TimerTrigger(ep, j, t_trig, time_of(j - 1) if j else t))
             if rnd.deferral == "timer":
@@ -690,7 +708,7 @@ class QperfFastForward:
                 # the busy tick's round trip is not the last one, or something after
                 # the tick in it would move with it: stop before it instead
                 self.plan.tick = None
-                k = min(k, m)
+                k = self.declines.decline(Reason.QP_TICK_NOT_LAST, min(k, m))
             else:
                 self.plan.tail = self._tail_after_tick(t, k, self.plan.tick.delay)
         return max(0, k)
@@ -712,7 +730,7 @@ class QperfFastForward:
                 count = n - bisect.bisect_right(self.steady_offsets[h], oh) + (k - 1 - mh) * n
                 pools.append((count, ep.k.jiffies_at(x)))
             elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self.plan.timer_triggers):
-                return 0
+                return self.declines.decline(Reason.QP_TAIL_MIX_PENDING, 0)
             else:
                 pools.append((fp.count + k * n, fp.last))
         return self._steady_tail(t + k * rtt + delay, pools)
@@ -803,12 +821,12 @@ class QperfFastForward:
         these refills owed at its start, is known; else measure it (0)."""
         wq = self._wq_next()
         if wq is None:
-            return 0
+            return 0     # (_plan_refill counted why it declined)
         self.plan = Plan(self.steady)
-        if self.triggers and self._plan_wq_trigger(t, 0, wq, owed):
+        if self._plan_wq_trigger(t, 0, wq, owed):
             return 1
         self._start_trigger_measure(t, owed)
-        return 0
+        return 0     # (_plan_wq_trigger counted why it declined)
 
     def _plan_wq_trigger(self, t: int, m: int, wq: list, owed: tuple = NO_REFILLS) -> bool:
         """Round trip ``m`` after ``t`` (both hosts clean and on a workqueue
@@ -823,34 +841,34 @@ class QperfFastForward:
         rtt, deltas, dirq, offs = self.steady
         deferral = self._wq_deferral()
         if deferral is None:
-            return False
+            return self.declines.decline(Reason.QP_TRIGGER_NO_WQ, False)
         js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
         rec = self.triggers.get((deferral,) + js + (owed,))
         if rec is None:
-            return False
+            return self.declines.decline(Reason.QP_TRIGGER_NOT_LEARNED, False)
         t_m = t + m * rtt                      # the trigger round trip starts here
         until = self.client.k.engine.until
         hosts = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
             if self._timer_due(ep, t_m + rec.rtt):
-                return False
+                return self.declines.decline(Reason.QP_TIMER_DUE, False)
             fp = ep.host.random.fast_pool(ep.cpu)
             t_hz = k.tick_time(fp.last + k.HZ + 1)
             if jm is None:
                 if t_m + rec.last_irq[i] >= t_hz:       # its last interrupt in the fast-forward
-                    return False
+                    return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, False)
                 continue
             steady_offs = self.steady_offsets[i]
-            if steady_offs is None:
-                return False
             shift = rec.last_irq[i] - offs[i]           # the message arrives later in this round trip
             t_trig = t_m + steady_offs[jm] + shift
-            if t_trig >= t_hz or (until is not None and t_trig > until):
-                return False
+            if t_trig >= t_hz:
+                return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, False)
+            if until is not None and t_trig > until:
+                return self.declines.decline(Reason.QP_AFTER_UNTIL, False)
             start = self._kworker_after(ep, m, deltas[i], rec.kworkers[i])
             if start is None:
-                return False
+                return self.declines.decline(Reason.QP_KWORKER_PLACEMENT, False)
             if jm:
                 t_before = t_m + steady_offs[jm - 1] + shift
             else:
@@ -896,17 +914,17 @@ class QperfFastForward:
             return None
         after = self.refills.get(rec.owed_after)
         if after is None:
-            return None
+            return self.declines.decline(Reason.QP_REFILL_NOT_LEARNED)
         dirq, offs = self.steady.irqs, self.steady.last_irq
         b = t_m + rec.rtt                          # the refill round trip starts here
         if b >= self.pair.t_limit:
-            return None                         # (run_size: the client stops there)
+            return self.declines.decline(Reason.QP_PAST_LIMIT)     # (run_size: the client stops there)
         t_end = b + after.rtt
         pools = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
             if self._timer_due(ep, t_end):
-                return None
+                return self.declines.decline(Reason.QP_TIMER_DUE)
             n = dirq[i]
             fp = ep.host.random.fast_pool(ep.cpu)
             if jm is None:
@@ -917,7 +935,7 @@ class QperfFastForward:
                 count = n - bisect.bisect_right(self.steady_offsets[i], rec.mix_at[i] - shift)
                 last = k.jiffies_at(t_m + rec.mix_at[i])
             if count + n >= ep.host.random.threshold or b + after.last_irq[i] >= k.tick_time(last + k.HZ + 1):
-                return None
+                return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD)
             pools.append((count + n, last))
         # after it the state is clean: steady round trips follow, in the same fast-forward
         self.plan.tail = self._steady_tail(t_end, pools)
@@ -976,7 +994,7 @@ class QperfFastForward:
                 kw.append(None)
                 continue
             steady_offs = self.steady_offsets[i]
-            if (steady_offs is None or fp.mixes != st.mixes + 1 or ep.last_mix is None
+            if (fp.mixes != st.mixes + 1 or ep.last_mix is None
                     or ep.last_mix[1] != "kworker"
                     or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
                 return
@@ -1018,17 +1036,17 @@ class QperfFastForward:
         rec = self.refills.get(owed)
         if rec is None:
             self._refill_measuring = (owed, Snapshot(t, self.state(), self.irqs(), self.disturbs()))
-            return 0
+            return self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0)
         for ep, n, off in zip((self.client, self.server), rec.irqs, rec.last_irq):
             k = ep.k
             if self._timer_due(ep, t + rec.rtt):
-                return 0
+                return self.declines.decline(Reason.QP_TIMER_DUE, 0)
             if n:
                 rnd = ep.host.random
                 fp = rnd.fast_pool(ep.cpu)
                 if not fp.count & MIX_INFLIGHT and (
                         fp.count + n >= rnd.threshold or t + off >= k.tick_time(fp.last + k.HZ + 1)):
-                    return 0
+                    return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, 0)
         self.plan = Plan(rec)
         # after it the state is clean: steady round trips follow, in the same fast-forward
         pools = []
@@ -1036,6 +1054,7 @@ class QperfFastForward:
             fp = ep.host.random.fast_pool(ep.cpu)
             ev = getattr(fp.mix, "_event", None)
             if fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
+                self.declines.decline(Reason.QP_TAIL_MIX_PENDING)
                 break
             pools.append((fp.count + n, fp.last))
         else:
@@ -1070,21 +1089,19 @@ class QperfFastForward:
         of the same-time events (the order they were scheduled in) decides."""
         rtt = self.steady.rtt
         m, o = divmod(tick - t, rtt)
-        if o == 0 and m > 0:
+        if o == 0 and 0 < m <= k:
             # at the very nanosecond round trip m - 1 ends: the timer, armed before
             # that round trip's last stretch began, expires first and ends it late
             # (in detail; the fast-forward would end it on time): simulate it
-            return min(k, m - 1)
+            return self.declines.decline(Reason.QP_TIMER_SAME_NS, m - 1)
         if m >= k:
             return k
         offsets = self.steady_offsets[host]
-        if offsets is None:
-            return min(k, m)
         if o in offsets:
             # at the very nanosecond one of this host's interrupts arrives: which
             # counts first, the mix (count restarts) or the interrupt, is the
             # order of the two events in detail: simulate that round trip
-            return min(k, m)
+            return self.declines.decline(Reason.QP_TIMER_SAME_NS, m)
         if not self._cpu_idle(host, t, o, cost, m, k):
             model = None if self.plan.tick is not None else self._tick_model(host, o, cost, offsets)
             # after the mix the count restarts: the interrupts after it must not schedule another
@@ -1094,19 +1111,24 @@ class QperfFastForward:
                     self.plan.tick = BusyTick(host, m, o, delay, shifts)   # the last round trip, ``delay`` longer
                     self.plan.mix_in[host] = tick
                     return m + 1
-                if m == 0 and not self.ticks.settled(key):
-                    self.plan.tick_candidate = TickCheck(key, host, o, delay, shifts)
-            return min(k, m)
+                if not self.ticks.settled(key):     # (else refuted)
+                    if m == 0:
+                        self.plan.tick_candidate = TickCheck(key, host, o, delay, shifts)
+                    return self.declines.decline(Reason.QP_TICK_NOT_LEARNED, m)
+            return self.declines.decline(Reason.QP_TICK_UNMODELLED, m)
         self.plan.idle_ticks.append(tick)
         self.plan.mix_in[host] = tick
         # after the mix: count restarts; no new trigger before the fast-forward ends
         n = self.steady.irqs[host]
         rnd = ep.host.random
         after_in_m = len(offsets) - bisect.bisect_right(offsets, o)   # offsets are in order
-        k = min(k, m + 1 + (rnd.threshold - 1 - after_in_m) // n)
+        by_count = m + 1 + (rnd.threshold - 1 - after_in_m) // n
         last = ep.k.jiffies_at(tick)
         x = ep.k.tick_time(last + ep.k.HZ + 1) - t - self.steady.last_irq[host]
-        return min(k, max(m + 1, -(-x // rtt)))
+        by_hz = max(m + 1, -(-x // rtt))
+        if min(by_count, by_hz) < k:
+            return self.declines.decline(Reason.QP_MIX_AHEAD, min(by_count, by_hz))
+        return k
 
     def _only_delays(self, host: int, offset: int, cost: int, irq_offsets: list) -> bool:
         """Does a TIMER softirq from ``offset`` into the steady round trip for
