@@ -578,7 +578,7 @@ def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario
 def test_qperf_learned_keeps_the_most_recently_used_tables():
     """QperfLearned keeps at most max_tables tables and steady round trips,
     forgetting the least recently used first; a kept one is not measured again."""
-    from kenv.fastforward.qperf import QperfLearned
+    from kenv.fastforward.qperf_records import QperfLearned
 
     learned = QperfLearned(max_tables=2)
     a, b = learned.table(("a",)), learned.table(("b",))
