@@ -403,7 +403,7 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
     the fast one's ``counter`` summed over its pairs (a tuple of sums for
     several names separated by spaces), each run's
     _qperf_internals at every round-trip boundary, per (episode, time), and the
-    fast run's busy-tick verdicts (QperfFastForward.ticks: the NAPI-poll model's, the
+    fast run's busy-tick verdicts (QperfFastForward.busy_ticks.learner: the NAPI-poll model's, the
     learned stretches')."""
     import gymnasium as gym
 

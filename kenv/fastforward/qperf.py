@@ -86,9 +86,10 @@ from ..kernel.observe import BusyLog, account_skipped_stretch
 from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.learner import TwiceAlike
 from .declines import Declines, Reason
-from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, BusyTick, FastForwardStats, Jump, KworkerRun,
-                            KworkerStart, Plan, RoundTrip, SchedCounters, Snapshot, TickCheck, TimerTrigger,
-                            TriggerPlan, TriggerRoundTrip, WqTrigger, deltas_of, machine_key, new_table)
+from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, KworkerRun,
+                            KworkerStart, Plan, RoundTrip, SchedCounters, Snapshot, TimerTrigger, TriggerPlan,
+                            TriggerRoundTrip, WqTrigger, deltas_of, machine_key, new_table)
+from .qperf_ticks import BusyTicks
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..workloads.qperf import QperfEndpoint, QperfPair
@@ -144,20 +145,20 @@ class QperfFastForward:
         #   client, on the server, refills owed at its start), replayed as the last
         #   round trip of a fast-forward (or alone, from a refill boundary);
         # * the steady round trip with a mix timer's TIMER softirq on a busy CPU, per
-        #   stretch: a model's prediction (the NAPI poll, key (host, stretch)) or a
-        #   first measurement (other stretches, key (host, stretches)), then one in detail.
+        #   stretch: in the busy_ticks extension (kenv.fastforward.qperf_ticks).
         self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
         self.refills: TwiceAlike[RoundTrip] = TwiceAlike({})
         self.triggers: TwiceAlike[TriggerRoundTrip] = TwiceAlike({})
-        self.ticks: TwiceAlike[RoundTrip] = TwiceAlike({}, refute_on_disagreement=True)
         self._learned: dict = new_table()   # from the workload's QperfLearned
         self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         #: the fast-forward in progress (None: none)
         self.jumping: Jump | None = None
         self._jump_counted: dict = {}
         self._trigger_measuring: tuple | None = None
-        self._tick_measuring: TickCheck | None = None
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
+        #: the extensions on (QperfLearned.extensions), None where off: the busy
+        #: tick's models (kenv.fastforward.qperf_ticks)
+        self.busy_ticks = BusyTicks(self) if "busy_ticks" in pair.wl.learned.extensions else None
         self.stats = FastForwardStats()
         #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
         #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
@@ -203,7 +204,7 @@ class QperfFastForward:
     def disturbs(self) -> int:
         return self.client.disturb + self.server.disturb
 
-    def _last_irqs_from(self, t0: int) -> tuple[int, int]:
+    def last_irqs_from(self, t0: int) -> tuple[int, int]:
         """Offsets from ``t0`` of both endpoints' last interrupts counted."""
         return self.client.last_irq_t - t0, self.server.last_irq_t - t0
 
@@ -256,8 +257,8 @@ class QperfFastForward:
                 self._end_refill_measure(t, clean)
             if self._trigger_measuring is not None:
                 self._end_trigger_measure(t)
-            if self._tick_measuring is not None:
-                self._end_tick_measure(t)
+            if self.busy_ticks is not None and self.busy_ticks.measuring is not None:
+                self.busy_ticks.end_measure(t)
             if fresh:
                 # (the first round trip of a run, from qperf's wakeup, is not a steady
                 # one for min_vruntime: the steady lag of min_vruntime behind qperf's
@@ -273,7 +274,7 @@ class QperfFastForward:
             if k == 0 and not self.threaded:
                 self._start_trigger_measure(t)
                 if self.plan.tick_candidate is not None:
-                    self._start_tick_measure(t)
+                    self.busy_ticks.start_measure(t)
             return k
         snap = Snapshot(t, self.state(), self.irqs(), self.disturbs() if clean else -1)
         prev = self.prev
@@ -285,7 +286,7 @@ class QperfFastForward:
             self.steadies.forget(STEADY)     # (two consecutive ones)
             return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         rec = RoundTrip(t - prev.t, deltas_of(prev.state, snap.state),
-                        tuple(map(sub, snap.irqs, prev.irqs)), self._last_irqs_from(prev.t))
+                        tuple(map(sub, snap.irqs, prev.irqs)), self.last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
             self._busy_candidate = busy
             return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
@@ -322,7 +323,7 @@ class QperfFastForward:
                 ep.rq.detach(log)
             self._busy_logs = None
 
-    def _cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
+    def cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
         """Is host ``host``'s CPU idle from ``offset`` into round trip
         ``round_trip`` for ``duration`` ns, in a fast-forward of ``k`` round
         trips from ``start``?"""
@@ -340,9 +341,9 @@ class QperfFastForward:
                 if a <= hi and b >= lo:
                     return False
         # the fast-forward's own wakeup at its end
-        return self._near_end_check(end >= start + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
+        return self.near_end_check(end >= start + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
 
-    def _near_end_check(self, near: bool) -> bool:
+    def near_end_check(self, near: bool) -> bool:
         """A mix timer's softirq that the plan takes in: is it clear of the
         fast-forward's own wakeup?  One that ``near`` its round trip's end is,
         if steady round trips follow in the same fast-forward; _plan_jump
@@ -458,27 +459,10 @@ class QperfFastForward:
                 and self._plan_wq_trigger(t, k, wq)):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self.plan.tick is not None:
-            tick_host, m, o = self.plan.tick.host, self.plan.tick.round_trip, self.plan.tick.offset
-            shifts = self.plan.tick.shifts
-            tick = t + m * rtt + o
-            later = any(tr.t_trigger > tick and tr.index < k * dirq[0 if tr.ep is self.client else 1]
-                        for tr in self.plan.timer_triggers) or any(x > tick for x in self.plan.idle_ticks)
-            for h, ep in enumerate((self.client, self.server)):
-                # the other host's interrupts, later by the shift: still before its HZ rule
-                fp = ep.host.random.fast_pool(ep.cpu)
-                if h != tick_host and dirq[h] and not fp.count & MIX_INFLIGHT and (
-                        t + m * rtt + offs[h] + shifts[h] >= ep.k.tick_time(fp.last + ep.k.HZ + 1)):
-                    later = True
-            if k != m + 1 or later:
-                # the busy tick's round trip is not the last one, or something after
-                # the tick in it would move with it: stop before it instead
-                self.plan.tick = None
-                k = self.declines.decline(Reason.QP_TICK_NOT_LAST, min(k, m))
-            else:
-                self.plan.tail = self._tail_after_tick(t, k, self.plan.tick.delay)
+            k = self.busy_ticks.finish_plan(t, k)
         return max(0, k)
 
-    def _tail_after_tick(self, t: int, k: int, delay: int) -> int:
+    def tail_after_tick(self, t: int, k: int, delay: int) -> int:
         """_steady_tail after a busy tick's round trip, the last of the ``k``
         planned from ``t`` (``delay`` longer): on each host the count restarted
         at its mix in the plan (that tick's, or one while its CPU was idle,
@@ -744,7 +728,7 @@ class QperfFastForward:
         t0 = snap.t
         if tuple(map(sub, self.irqs(), snap.irqs)) != self.steady.irqs:
             return
-        toffs = self._last_irqs_from(t0)
+        toffs = self.last_irqs_from(t0)
         mix_offs, kw = [], []
         for i, (ep, j, st) in enumerate(zip(eps, key[1:3], starts)):
             w = st.kworker
@@ -779,7 +763,7 @@ class QperfFastForward:
         hold; take what the workload's QperfLearned holds for this one, if
         anything, and learn into it."""
         self.steady_size = size
-        self._refill_measuring = self._trigger_measuring = self._tick_measuring = None
+        self._refill_measuring = self._trigger_measuring = None
         k = self.client.k
         key = (machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, k.irq is not None)
                + (self.pair.cpu, size))
@@ -787,7 +771,8 @@ class QperfFastForward:
         self.steadies = TwiceAlike(table["steady"])
         self.refills = TwiceAlike(table["refill"])
         self.triggers = TwiceAlike(table["trigger"])
-        self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
+        if self.busy_ticks is not None:
+            self.busy_ticks.start_size(table)
         self._set_steady(self.steadies.get(STEADY))
         self.busy = table["busy"].get(STEADY)
         self._vr_lag = table["vr_lag"].get(STEADY)
@@ -838,7 +823,7 @@ class QperfFastForward:
         dirq = tuple(map(sub, self.irqs(), snap.irqs))
         if dirq != self.steady.irqs:
             return
-        rec = RoundTrip(t - snap.t, deltas_of(snap.state, self.state()), dirq, self._last_irqs_from(snap.t))
+        rec = RoundTrip(t - snap.t, deltas_of(snap.state, self.state()), dirq, self.last_irqs_from(snap.t))
         self.refills.offer(owed, rec)
 
     def _take_timer(self, host: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
@@ -867,20 +852,10 @@ class QperfFastForward:
             # counts first, the mix (count restarts) or the interrupt, is the
             # order of the two events in detail: simulate that round trip
             return self.declines.decline(Reason.QP_TIMER_SAME_NS, m)
-        if not self._cpu_idle(host, t, o, cost, m, k):
-            model = None if self.plan.tick is not None else self._tick_model(host, o, cost, offsets)
-            # after the mix the count restarts: the interrupts after it must not schedule another
-            if model is not None and len(offsets) - bisect.bisect_right(offsets, o) < ep.host.random.threshold:
-                key, delay, shifts = model
-                if key is None or self.ticks.get(key) is not None:
-                    self.plan.tick = BusyTick(host, m, o, delay, shifts)   # the last round trip, ``delay`` longer
-                    self.plan.mix_in[host] = tick
-                    return m + 1
-                if not self.ticks.settled(key):     # (else refuted)
-                    if m == 0:
-                        self.plan.tick_candidate = TickCheck(key, host, o, delay, shifts)
-                    return self.declines.decline(Reason.QP_TICK_NOT_LEARNED, m)
-            return self.declines.decline(Reason.QP_TICK_UNMODELLED, m)
+        if not self.cpu_idle(host, t, o, cost, m, k):
+            if self.busy_ticks is None:
+                return self.declines.decline(Reason.QP_TICK_UNMODELLED, m)
+            return self.busy_ticks.take(host, ep, m, o, tick, cost, offsets)
         self.plan.idle_ticks.append(tick)
         self.plan.mix_in[host] = tick
         # after the mix: count restarts; no new trigger before the fast-forward ends
@@ -894,152 +869,6 @@ class QperfFastForward:
         if min(by_count, by_hz) < k:
             return self.declines.decline(Reason.QP_MIX_AHEAD, min(by_count, by_hz))
         return k
-
-    def _only_delays(self, host: int, offset: int, cost: int, irq_offsets: list) -> bool:
-        """Does a TIMER softirq from ``offset`` into the steady round trip for
-        ``cost`` ns on host ``host``'s CPU only delay everything after it by
-        ``cost``?  So when it falls inside qperf's own run: within the CPU's
-        busy stretch, clear of every interrupt, softirq, wakeup and context
-        switch in it (the measured stretches), with none of the host's
-        interrupts arriving from the tick to the end of the stretch plus
-        ``cost`` (the delayed work could meet one), and ending before the
-        fast-forward's own wakeup if its round trip is the last one
-        (_plan_jump).  The softirq then stretches the running
-        chunk (Kernel.steal) and nothing at a fixed time follows on this CPU
-        before the message the delayed work sends: the other CPU is idle, the
-        interrupts it takes next come from that message.  The same stolen time
-        is not charged to qperf, so its counters are the steady ones."""
-        costs = self.client.k.costs
-        end = None
-        for a, b in self.busy[host]:
-            if a <= offset + cost and b >= offset:
-                if end is not None or not (a < offset and offset + cost < b):
-                    return False     # more than qperf's stretch here, or its edge
-                end = b
-        if end is None:
-            return False
-        j = bisect.bisect_left(irq_offsets, offset)
-        if j < len(irq_offsets) and irq_offsets[j] <= end + cost:
-            return False
-        return self._near_end_check(offset + cost >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
-
-    def _tick_model(self, host: int, offset: int, cost: int, irq_offsets: list) -> tuple | None:
-        """What a TIMER softirq from ``offset`` for ``cost`` ns on host
-        ``host``'s busy CPU does to the steady round trip, if it only delays what
-        follows: (key, delay, shift of each endpoint's last interrupt), key None
-        when no check is needed; None otherwise.
-
-        * Inside qperf's own run (_only_delays): everything after it ``cost`` later.
-        * Inside the NAPI poll of a message's first batches (a softirq stretch
-          within qperf's wakeup-to-sleep stretch that ends at ``L``, the message's
-          last interrupt arriving at ``A`` after its start): the poll ends
-          ``cost`` later, so the last interrupt's handler starts at
-          ``max(A, L + cost)`` instead of ``max(A, L)``, and what depends on it
-          (qperf's copy, the reply and the other host's interrupts) moves by the
-          difference; this host's interrupts are already on their way.  Checked
-          in detail once per stretch before it is replayed (``ticks``).
-        * Inside any other busy stretches, clear of their edges (a hard IRQ, a
-          NET_RX softirq, a context switch, ...): a delay and shifts learned
-          from the round trip simulated in detail, per host and set of stretches
-          (``ticks``), and replayed once a second one agrees (the softirq runs
-          after the one it interrupts, or is absorbed by a wait: measured, all of
-          it or none, the same wherever in those stretches it falls)."""
-        if self._only_delays(host, offset, cost, irq_offsets):
-            return None, cost, tuple(cost if off > offset else 0 for off in self.steady.last_irq)
-        costs = self.client.k.costs
-        inside = [(s, a, b) for s, (a, b) in enumerate(self.busy[host]) if a <= offset + cost and b >= offset]
-        if not inside or any(not (a < offset and offset + cost < b) for _, a, b in inside):
-            return None
-        poll = self._poll_model(host, offset, cost, irq_offsets, inside)
-        if poll is not None:
-            return poll
-        key = (host, tuple(s for s, _, _ in inside))
-        delay = shifts = None
-        seen = self.ticks.get(key) or self.ticks.candidate(key)
-        if seen is not None:
-            delay = seen.rtt - self.steady.rtt
-            shifts = tuple(map(sub, seen.last_irq, self.steady.last_irq))
-        end = offset + cost + (cost if delay is None else delay)
-        if not self._near_end_check(end >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
-            return None
-        return key, delay, shifts
-
-    def _poll_model(self, host: int, offset: int, cost: int, irq_offsets: list, inside: list) -> tuple | None:
-        """_tick_model's NAPI-poll case (``inside``: the stretches the softirq falls in)."""
-        costs = self.client.k.costs
-        if len(inside) not in (2, 3):
-            return None
-        # qperf's stretch is the widest; the poll and (if qperf was woken in it)
-        # the wait for its kick both end where the poll does
-        inside = sorted(inside, key=lambda x: x[2] - x[1])
-        s, a, poll_end = inside[-2] if len(inside) == 3 and inside[0][2] == inside[1][2] else inside[0]
-        if len(inside) == 3 and inside[0][2] != inside[1][2]:
-            return None
-        last_arrival = irq_offsets[-1]
-        handler = max(last_arrival, poll_end)
-        if not irq_offsets[0] <= a < last_arrival or not any(b0 == handler for b0, _ in self.busy[host]):
-            return None      # not a poll that the last interrupt's handler follows
-        delay = max(last_arrival, poll_end + cost) - handler
-        if not self._near_end_check(offset + cost + delay >= self.steady.rtt - costs.wakeup_ns
-                                    - costs.context_switch_ns - 1):
-            return None
-        return (host, s), delay, tuple(delay if h != host and off > offset else 0
-                                       for h, off in enumerate(self.steady.last_irq))
-
-    def _start_tick_measure(self, t: int) -> None:
-        """A clean boundary whose round trip, simulated in detail, has a mix
-        timer fire in a NAPI poll whose _tick_model is not checked yet (or in
-        stretches whose delay is not learned or not confirmed yet):
-        snapshot, to compare with it (or learn it) at the next boundary.  What else the plan
-        saw in that round trip -- the other host's mix timer firing while its
-        CPU is idle, interrupts that schedule a timer mix -- is expected too."""
-        check, self.plan.tick_candidate = self.plan.tick_candidate, None
-        rtt = self.steady.rtt
-        idle = sum(1 for x in self.plan.idle_ticks if x < t + rtt)
-        if idle > 1:
-            return
-        triggers = sum(1 for tr in self.plan.timer_triggers if tr.t_trigger < t + rtt)
-        check.mixes = tuple(ep.host.random.fast_pool(ep.cpu).mixes + (h == check.host) + (h != check.host and idle > 0)
-                            for h, ep in enumerate((self.client, self.server)))
-        check.snap = Snapshot(t, self.state(), self.irqs(), self.disturbs())
-        check.disturb = 1 + idle + triggers
-        if check.delay is not None:
-            # the round trip the model (or the first measurement) says
-            self.ticks.predict(check.key, RoundTrip(rtt + check.delay, self.steady.deltas, self.steady.irqs,
-                                                    tuple(off + sh for off, sh in zip(self.steady.last_irq,
-                                                                                       check.shifts))))
-        self._tick_measuring = check
-
-    def _end_tick_measure(self, t: int) -> None:
-        """The boundary after that round trip: if nothing else happened in it
-        (it ended clean; the mixes, and the disturbances, the plan expected; the
-        timer's at the tick), it is a measurement of the busy tick's stretch --
-        the steady counters and interrupts, the round trip and the last
-        interrupts later by a delay of at most the mix's cost -- or the stretch
-        is refuted for good."""
-        check, self._tick_measuring = self._tick_measuring, None
-        i, o, snap, expect, disturb = check.host, check.offset, check.snap, check.mixes, check.disturb
-        eps = (self.client, self.server)
-        mixes = tuple(e.host.random.fast_pool(e.cpu).mixes for e in eps)
-        last = eps[i].last_mix
-        h = 1 - i
-        if mixes[h] == expect[h] + 1 and eps[h].last_mix == (snap.t + o, "timer") and self._cpu_idle(
-                h, snap.t, o, eps[h].host.random.params.mix_ns, 0, 1):
-            # the other host's mix timer fired at the same tick, while its CPU was
-            # idle (a plan stopped by this tick does not look at it): expected too
-            expect = tuple(e + (x == h) for x, e in enumerate(expect))
-            disturb += 1
-        if (self.refills_owed() != NO_REFILLS or self.disturbs() - snap.disturb != disturb or mixes != expect
-                or last is None or last != (snap.t + o, "timer")):
-            return    # something else happened in it: no verdict
-        steady = self.steady
-        measured = RoundTrip(t - snap.t, deltas_of(snap.state, self.state()),
-                             tuple(map(sub, self.irqs(), snap.irqs)), self._last_irqs_from(snap.t))
-        if (measured.deltas != steady.deltas or measured.irqs != steady.irqs
-                or not 0 <= measured.rtt - steady.rtt <= eps[i].host.random.params.mix_ns):
-            self.ticks.refute(check.key)
-        else:
-            self.ticks.offer(check.key, measured)
 
     # ------------------------------------------------------------- the jump
     def sync_jump(self, ep: "QperfEndpoint") -> None:

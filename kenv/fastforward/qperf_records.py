@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from operator import sub
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..errors import ConfigError
 from ..kernel.core import Task
 from ..sim.lru import LruTable
 from .declines import Declines
@@ -203,6 +204,10 @@ def new_table() -> dict:
 #: the steady learner's one key
 STEADY = "steady"
 
+#: the qperf fast-forward's optional take-ins, each in its own file (QperfLearned.extensions):
+#: ``busy_ticks``: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py)
+EXTENSIONS = ("busy_ticks",)
+
 
 class QperfLearned:
     """The round trips one simulation has measured (the steady one with its
@@ -213,14 +218,21 @@ class QperfLearned:
     Owned by whoever runs the simulation (an environment keeps one across its
     episodes, an experiment run makes its own) and passed down to
     :class:`~kenv.workloads.qperf.QperfTcpLat`; at most ``max_tables`` of
-    each, the least recently used forgotten first."""
+    each, the least recently used forgotten first.  ``extensions``: the
+    fast-forward's take-ins that learn into it and replay from it
+    (:data:`EXTENSIONS`; all by default, fewer only to measure what one
+    earns: benchmarks/ff_extensions.py)."""
 
-    __slots__ = ("_tables", "_steady_rtt", "max_tables", "declines")
+    __slots__ = ("_tables", "_steady_rtt", "max_tables", "declines", "extensions")
 
-    def __init__(self, max_tables: int = MAX_QPERF_TABLES):
+    def __init__(self, max_tables: int = MAX_QPERF_TABLES, extensions: tuple = EXTENSIONS):
         self._tables: LruTable[dict] = LruTable(max_tables)
         self._steady_rtt: LruTable[int] = LruTable(max_tables)
         self.max_tables = max_tables
+        for x in extensions:
+            if x not in EXTENSIONS:
+                raise ConfigError("extensions", x, ", ".join(EXTENSIONS))
+        self.extensions = frozenset(extensions)
         #: why the fast-forwards using this memory declined, counted (kenv.fastforward.declines)
         self.declines = Declines()
 
