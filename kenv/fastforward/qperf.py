@@ -158,7 +158,13 @@ class QperfFastForward:
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
         #: the extensions on (QperfLearned.extensions), None where off: the busy
         #: tick's models (kenv.fastforward.qperf_ticks)
-        self.busy_ticks = BusyTicks(self) if "busy_ticks" in pair.wl.learned.extensions else None
+        extensions = pair.wl.learned.extensions
+        self.busy_ticks = BusyTicks(self) if "busy_ticks" in extensions else None
+        #: the take-ins not yet in files of their own, on or off: the workqueue
+        #: trigger round trip, the refill round trip, the steady tail after a rare one
+        self.take_triggers = "wq_triggers" in extensions
+        self.take_refills = "refills" in extensions
+        self.take_tails = "tails" in extensions
         self.stats = FastForwardStats()
         #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
         #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
@@ -269,10 +275,12 @@ class QperfFastForward:
             if not clean:
                 if self.threaded:
                     return self.declines.decline(Reason.QP_THREADED, 0)
-                return self._plan_refill(t, owed) or self._plan_refill_trigger(t, owed)
+                return self._plan_refill(t, owed) or (self._plan_refill_trigger(t, owed) if self.take_triggers
+                                                      else 0)
             k = self._plan_jump(t)
             if k == 0 and not self.threaded:
-                self._start_trigger_measure(t)
+                if self.take_triggers:
+                    self._start_trigger_measure(t)
                 if self.plan.tick_candidate is not None:
                     self.busy_ticks.start_measure(t)
             return k
@@ -455,8 +463,8 @@ class QperfFastForward:
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
-        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers and not self.threaded
-                and self._plan_wq_trigger(t, k, wq)):
+        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.take_triggers and self.triggers
+                and not self.threaded and self._plan_wq_trigger(t, k, wq)):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self.plan.tick is not None:
             k = self.busy_ticks.finish_plan(t, k)
@@ -631,7 +639,10 @@ class QperfFastForward:
         plan, after its last rare event, each host's fast pool then at ``pools``
         (count, last) with no mix in flight -- the same fast-forward takes on
         (``_tail``): all of them up to the one whose interrupts would schedule a
-        mix by the count or the HZ rule, as _plan_jump would from that boundary."""
+        mix by the count or the HZ rule, as _plan_jump would from that boundary.
+        0 without the ``tails`` extension."""
+        if not self.take_tails:
+            return 0
         tail = min(-(-(self.pair.t_limit - b) // self.steady.rtt), MAX_JUMP_ROUND_TRIPS)
         for ep, n, off, (count, last) in zip((self.client, self.server), self.steady.irqs,
                                              self.steady.last_irq, pools):
@@ -661,7 +672,7 @@ class QperfFastForward:
         on), ``last`` is the mix's jiffy; on the other the count goes on."""
         if rec.owed_after == NO_REFILLS:
             return None
-        after = self.refills.get(rec.owed_after)
+        after = self.refills.get(rec.owed_after) if self.take_refills else None
         if after is None:
             return self.declines.decline(Reason.QP_REFILL_NOT_LEARNED)
         dirq, offs = self.steady.irqs, self.steady.last_irq
@@ -783,9 +794,10 @@ class QperfFastForward:
         happen in it -- no timer due on either CPU, no interrupt of it
         scheduling a mix (count or HZ rule) -- else simulate it in detail
         (0), measuring it if it is not known yet."""
-        rec = self.refills.get(owed)
+        rec = self.refills.get(owed) if self.take_refills else None
         if rec is None:
-            self._refill_measuring = (owed, Snapshot(t, self.state(), self.irqs(), self.disturbs()))
+            if self.take_refills:
+                self._refill_measuring = (owed, Snapshot(t, self.state(), self.irqs(), self.disturbs()))
             return self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0)
         for ep, n, off in zip((self.client, self.server), rec.irqs, rec.last_irq):
             k = ep.k

@@ -204,9 +204,12 @@ def new_table() -> dict:
 #: the steady learner's one key
 STEADY = "steady"
 
-#: the qperf fast-forward's optional take-ins, each in its own file (QperfLearned.extensions):
-#: ``busy_ticks``: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py)
-EXTENSIONS = ("busy_ticks",)
+#: the qperf fast-forward's optional take-ins (QperfLearned.extensions): ``busy_ticks``
+#: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py); and, not
+#: yet in files of their own, ``wq_triggers`` the round trip holding a workqueue
+#: mix's trigger, ``refills`` the round trip paying the refills a kworker left owed,
+#: ``tails`` the steady round trips after a rare one in the same fast-forward
+EXTENSIONS = ("busy_ticks", "wq_triggers", "refills", "tails")
 
 
 class QperfLearned:
