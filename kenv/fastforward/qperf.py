@@ -89,6 +89,7 @@ from .declines import Declines, Reason
 from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, KworkerRun,
                             KworkerStart, Plan, RoundTrip, SchedCounters, Snapshot, TimerTrigger, TriggerPlan,
                             TriggerRoundTrip, WqTrigger, deltas_of, machine_key, new_table)
+from .qperf_tails import SteadyTails
 from .qperf_ticks import BusyTicks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -160,11 +161,12 @@ class QperfFastForward:
         #: tick's models (kenv.fastforward.qperf_ticks)
         extensions = pair.wl.learned.extensions
         self.busy_ticks = BusyTicks(self) if "busy_ticks" in extensions else None
+        #: the steady round trips after a rare one (kenv.fastforward.qperf_tails)
+        self.tails = SteadyTails(self) if "tails" in extensions else None
         #: the take-ins not yet in files of their own, on or off: the workqueue
-        #: trigger round trip, the refill round trip, the steady tail after a rare one
+        #: trigger round trip, the refill round trip
         self.take_triggers = "wq_triggers" in extensions
         self.take_refills = "refills" in extensions
-        self.take_tails = "tails" in extensions
         self.stats = FastForwardStats()
         #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
         #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
@@ -437,7 +439,7 @@ class QperfFastForward:
             if rnd.deferral not in self._taken_in:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
-                x = max(0, self._rts_before_mix(ep, n, off, t, fp.count, fp.last))
+                x = max(0, self.rts_before_mix(ep, n, off, t, fp.count, fp.last))
                 if x < k:
                     k = self.declines.decline(Reason.QP_MIX_AHEAD, x)
                 wq.append((i, ep, rnd.threshold - 1 - fp.count))
@@ -469,28 +471,6 @@ class QperfFastForward:
         if self.plan.tick is not None:
             k = self.busy_ticks.finish_plan(t, k)
         return max(0, k)
-
-    def tail_after_tick(self, t: int, k: int, delay: int) -> int:
-        """_steady_tail after a busy tick's round trip, the last of the ``k``
-        planned from ``t`` (``delay`` longer): on each host the count restarted
-        at its mix in the plan (that tick's, or one while its CPU was idle,
-        _mix_in) or goes on; none if a host still has a mix to come."""
-        rtt, dirq = self.steady.rtt, self.steady.irqs
-        pools = []
-        for h, ep in enumerate((self.client, self.server)):
-            fp = ep.host.random.fast_pool(ep.cpu)
-            n = dirq[h]
-            x = self.plan.mix_in.get(h)
-            if x is not None:
-                # the interrupts after the mix in its round trip, and all of those after it
-                mh, oh = divmod(x - t, rtt)
-                count = n - bisect.bisect_right(self.steady_offsets[h], oh) + (k - 1 - mh) * n
-                pools.append((count, ep.k.jiffies_at(x)))
-            elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self.plan.timer_triggers):
-                return self.declines.decline(Reason.QP_TAIL_MIX_PENDING, 0)
-            else:
-                pools.append((fp.count + k * n, fp.last))
-        return self._steady_tail(t + k * rtt + delay, pools)
 
     # ----------------------------------------- the round trip of a workqueue mix
     @staticmethod
@@ -634,23 +614,7 @@ class QperfFastForward:
         self.plan.trigger = TriggerPlan(rec, hosts, self._refill_after_trigger(t_m, m, rec, wq, js))
         return True
 
-    def _steady_tail(self, b: int, pools: list) -> int:
-        """How many steady round trips from ``b`` -- a clean boundary inside a
-        plan, after its last rare event, each host's fast pool then at ``pools``
-        (count, last) with no mix in flight -- the same fast-forward takes on
-        (``_tail``): all of them up to the one whose interrupts would schedule a
-        mix by the count or the HZ rule, as _plan_jump would from that boundary.
-        0 without the ``tails`` extension."""
-        if not self.take_tails:
-            return 0
-        tail = min(-(-(self.pair.t_limit - b) // self.steady.rtt), MAX_JUMP_ROUND_TRIPS)
-        for ep, n, off, (count, last) in zip((self.client, self.server), self.steady.irqs,
-                                             self.steady.last_irq, pools):
-            if n > 0:
-                tail = min(tail, self._rts_before_mix(ep, n, off, b, count, last))
-        return max(0, tail)
-
-    def _rts_before_mix(self, ep: "QperfEndpoint", irqs: int, last_irq: int, start: int, count: int,
+    def rts_before_mix(self, ep: "QperfEndpoint", irqs: int, last_irq: int, start: int, count: int,
                         last_jiffy: int) -> int:
         """Steady round trips from ``start`` none of whose ``irqs`` interrupts
         (the last at offset ``last_irq``) schedules a mix on ``ep``'s host, its
@@ -698,7 +662,8 @@ class QperfFastForward:
                 return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD)
             pools.append((count + n, last))
         # after it the state is clean: steady round trips follow, in the same fast-forward
-        self.plan.tail = self._steady_tail(t_end, pools)
+        if self.tails is not None:
+            self.plan.tail = self.tails.after(t_end, pools)
         return after
 
     def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
@@ -811,16 +776,8 @@ class QperfFastForward:
                     return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, 0)
         self.plan = Plan(rec)
         # after it the state is clean: steady round trips follow, in the same fast-forward
-        pools = []
-        for ep, n in zip((self.client, self.server), rec.irqs):
-            fp = ep.host.random.fast_pool(ep.cpu)
-            ev = getattr(fp.mix, "_event", None)
-            if fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
-                self.declines.decline(Reason.QP_TAIL_MIX_PENDING)
-                break
-            pools.append((fp.count + n, fp.last))
-        else:
-            self.plan.tail = self._steady_tail(t + rec.rtt, pools)
+        if self.tails is not None:
+            self.plan.tail = self.tails.after_refill(t, rec)
         return 1
 
     def _end_refill_measure(self, t: int, clean: bool) -> None:

@@ -152,7 +152,7 @@ class FastForwardStats:
     trigger_replays: int = 0           # trigger round trips replayed
     trigger_refill_replays: int = 0    # ... with the refill round trip after it (_refill_after_trigger)
     own_placement_replays: int = 0     # ... with a kworker placed at its own vruntime (_kworker_after)
-    tail_rts: int = 0                  # steady round trips taken on after a rare one (_steady_tail)
+    tail_rts: int = 0                  # steady round trips taken on after a rare one (SteadyTails)
     tick_replays: int = 0              # busy ticks replayed
     near_end_plans: int = 0            # ... with a softirq near its round trip's end (_plan_jump)
 
@@ -205,10 +205,11 @@ def new_table() -> dict:
 STEADY = "steady"
 
 #: the qperf fast-forward's optional take-ins (QperfLearned.extensions): ``busy_ticks``
-#: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py); and, not
-#: yet in files of their own, ``wq_triggers`` the round trip holding a workqueue
-#: mix's trigger, ``refills`` the round trip paying the refills a kworker left owed,
-#: ``tails`` the steady round trips after a rare one in the same fast-forward
+#: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py), ``tails``
+#: the steady round trips after a rare one in the same fast-forward (qperf_tails.py);
+#: and, not yet in files of their own, ``wq_triggers`` the round trip holding a
+#: workqueue mix's trigger, ``refills`` the round trip paying the refills a kworker
+#: left owed
 EXTENSIONS = ("busy_ticks", "wq_triggers", "refills", "tails")
 
 

@@ -104,7 +104,8 @@ class BusyTicks:
             # the tick in it would move with it: stop before it instead
             plan.tick = None
             return ff.declines.decline(Reason.QP_TICK_NOT_LAST, min(k, m))
-        plan.tail = ff.tail_after_tick(t, k, plan.tick.delay)
+        if ff.tails is not None:
+            plan.tail = ff.tails.after_tick(t, k, plan.tick.delay)
         return k
 
     def only_delays(self, host: int, offset: int, cost: int, irq_offsets: list) -> bool:
