@@ -89,6 +89,7 @@ from .declines import Declines, Reason
 from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, KworkerRun,
                             KworkerStart, Plan, RoundTrip, SchedCounters, Snapshot, TimerTrigger, TriggerPlan,
                             TriggerRoundTrip, WqTrigger, deltas_of, machine_key, new_table)
+from .qperf_refills import Refills
 from .qperf_tails import SteadyTails
 from .qperf_ticks import BusyTicks
 
@@ -148,10 +149,8 @@ class QperfFastForward:
         # * the steady round trip with a mix timer's TIMER softirq on a busy CPU, per
         #   stretch: in the busy_ticks extension (kenv.fastforward.qperf_ticks).
         self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
-        self.refills: TwiceAlike[RoundTrip] = TwiceAlike({})
         self.triggers: TwiceAlike[TriggerRoundTrip] = TwiceAlike({})
         self._learned: dict = new_table()   # from the workload's QperfLearned
-        self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
         #: the fast-forward in progress (None: none)
         self.jumping: Jump | None = None
         self._jump_counted: dict = {}
@@ -163,10 +162,10 @@ class QperfFastForward:
         self.busy_ticks = BusyTicks(self) if "busy_ticks" in extensions else None
         #: the steady round trips after a rare one (kenv.fastforward.qperf_tails)
         self.tails = SteadyTails(self) if "tails" in extensions else None
-        #: the take-ins not yet in files of their own, on or off: the workqueue
-        #: trigger round trip, the refill round trip
+        #: the round trip paying the refills a kworker left owed (kenv.fastforward.qperf_refills)
+        self.refills = Refills(self) if "refills" in extensions else None
+        #: the take-in not yet in a file of its own, on or off: the workqueue trigger round trip
         self.take_triggers = "wq_triggers" in extensions
-        self.take_refills = "refills" in extensions
         self.stats = FastForwardStats()
         #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
         #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
@@ -261,8 +260,8 @@ class QperfFastForward:
         if self.steady is not None:
             # measured already (only a new size measures again, from a fresh
             # ``prev``): no snapshot needed
-            if self._refill_measuring is not None:
-                self._end_refill_measure(t, clean)
+            if self.refills is not None and self.refills.measuring is not None:
+                self.refills.end_measure(t, clean)
             if self._trigger_measuring is not None:
                 self._end_trigger_measure(t)
             if self.busy_ticks is not None and self.busy_ticks.measuring is not None:
@@ -277,8 +276,9 @@ class QperfFastForward:
             if not clean:
                 if self.threaded:
                     return self.declines.decline(Reason.QP_THREADED, 0)
-                return self._plan_refill(t, owed) or (self._plan_refill_trigger(t, owed) if self.take_triggers
-                                                      else 0)
+                k = (self.refills.plan(t, owed) if self.refills is not None
+                     else self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0))
+                return k or (self._plan_refill_trigger(t, owed) if self.take_triggers else 0)
             k = self._plan_jump(t)
             if k == 0 and not self.threaded:
                 if self.take_triggers:
@@ -474,7 +474,7 @@ class QperfFastForward:
 
     # ----------------------------------------- the round trip of a workqueue mix
     @staticmethod
-    def _timer_due(ep: "QperfEndpoint", t: int) -> bool:
+    def timer_due(ep: "QperfEndpoint", t: int) -> bool:
         """Does a timer of ``ep``'s CPU fire by ``t`` (next_expiry's tick)?"""
         nxt = ep.k.timers.next_expiry(ep.cpu)
         return nxt is not None and ep.k.tick_time(nxt) <= t
@@ -588,7 +588,7 @@ class QperfFastForward:
         hosts = []
         for (i, ep, j), jm in zip(wq, js):
             k = ep.k
-            if self._timer_due(ep, t_m + rec.rtt):
+            if self.timer_due(ep, t_m + rec.rtt):
                 return self.declines.decline(Reason.QP_TIMER_DUE, False)
             fp = ep.host.random.fast_pool(ep.cpu)
             t_hz = k.tick_time(fp.last + k.HZ + 1)
@@ -611,7 +611,8 @@ class QperfFastForward:
             else:
                 t_before = t_m - rtt + offs[i] if m else t
             hosts.append(WqTrigger(ep, i, j, t_trig, t_before, t_m + rec.mix_at[i], *start))
-        self.plan.trigger = TriggerPlan(rec, hosts, self._refill_after_trigger(t_m, m, rec, wq, js))
+        after = self.refills.after_trigger(t_m, m, rec, wq, js) if self.refills is not None else None
+        self.plan.trigger = TriggerPlan(rec, hosts, after)
         return True
 
     def rts_before_mix(self, ep: "QperfEndpoint", irqs: int, last_irq: int, start: int, count: int,
@@ -623,48 +624,6 @@ class QperfFastForward:
         comes before the HZ rule's jiffy (may be negative: none)."""
         x = ep.k.tick_time(last_jiffy + ep.k.HZ + 1) - start - last_irq
         return min((ep.host.random.threshold - 1 - count) // irqs, -(-x // self.steady.rtt))
-
-    def _refill_after_trigger(self, t_m: int, m: int, rec: TriggerRoundTrip, wq: list,
-                              js: tuple) -> RoundTrip | None:
-        """The refill round trip that pays what trigger round trip ``rec`` (from
-        ``t_m``, ``m`` steady ones after the plan's start) leaves owed, if it is
-        known and nothing rare can happen in it: replayed right after it, in
-        the same fast-forward, instead of from a boundary of its own (as
-        _plan_refill would).  No timer due on either CPU before it ends, and none
-        of its interrupts schedules a mix: on a host that mixed in the trigger
-        round trip the count restarts at the mix (the interrupts after it count
-        on), ``last`` is the mix's jiffy; on the other the count goes on."""
-        if rec.owed_after == NO_REFILLS:
-            return None
-        after = self.refills.get(rec.owed_after) if self.take_refills else None
-        if after is None:
-            return self.declines.decline(Reason.QP_REFILL_NOT_LEARNED)
-        dirq, offs = self.steady.irqs, self.steady.last_irq
-        b = t_m + rec.rtt                          # the refill round trip starts here
-        if b >= self.pair.t_limit:
-            return self.declines.decline(Reason.QP_PAST_LIMIT)     # (run_size: the client stops there)
-        t_end = b + after.rtt
-        pools = []
-        for (i, ep, j), jm in zip(wq, js):
-            k = ep.k
-            if self._timer_due(ep, t_end):
-                return self.declines.decline(Reason.QP_TIMER_DUE)
-            n = dirq[i]
-            fp = ep.host.random.fast_pool(ep.cpu)
-            if jm is None:
-                count, last = fp.count + (m + 1) * n, fp.last
-            else:
-                # the interrupts of the trigger round trip later than its mix (_sync_jump)
-                shift = rec.last_irq[i] - offs[i]
-                count = n - bisect.bisect_right(self.steady_offsets[i], rec.mix_at[i] - shift)
-                last = k.jiffies_at(t_m + rec.mix_at[i])
-            if count + n >= ep.host.random.threshold or b + after.last_irq[i] >= k.tick_time(last + k.HZ + 1):
-                return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD)
-            pools.append((count + n, last))
-        # after it the state is clean: steady round trips follow, in the same fast-forward
-        if self.tails is not None:
-            self.plan.tail = self.tails.after(t_end, pools)
-        return after
 
     def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
         """A boundary, clean but for the refills ``owed``, whose next round
@@ -739,61 +698,20 @@ class QperfFastForward:
         hold; take what the workload's QperfLearned holds for this one, if
         anything, and learn into it."""
         self.steady_size = size
-        self._refill_measuring = self._trigger_measuring = None
+        self._trigger_measuring = None
         k = self.client.k
         key = (machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, k.irq is not None)
                + (self.pair.cpu, size))
         table = self._learned = self.wl.learned.table(key)
         self.steadies = TwiceAlike(table["steady"])
-        self.refills = TwiceAlike(table["refill"])
+        if self.refills is not None:
+            self.refills.start_size(table)
         self.triggers = TwiceAlike(table["trigger"])
         if self.busy_ticks is not None:
             self.busy_ticks.start_size(table)
         self._set_steady(self.steadies.get(STEADY))
         self.busy = table["busy"].get(STEADY)
         self._vr_lag = table["vr_lag"].get(STEADY)
-
-    def _plan_refill(self, t: int, owed: tuple) -> int:
-        """A boundary that is clean but for the refills ``owed``: replay the
-        round trip that pays them (1) if it is known and nothing rare can
-        happen in it -- no timer due on either CPU, no interrupt of it
-        scheduling a mix (count or HZ rule) -- else simulate it in detail
-        (0), measuring it if it is not known yet."""
-        rec = self.refills.get(owed) if self.take_refills else None
-        if rec is None:
-            if self.take_refills:
-                self._refill_measuring = (owed, Snapshot(t, self.state(), self.irqs(), self.disturbs()))
-            return self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0)
-        for ep, n, off in zip((self.client, self.server), rec.irqs, rec.last_irq):
-            k = ep.k
-            if self._timer_due(ep, t + rec.rtt):
-                return self.declines.decline(Reason.QP_TIMER_DUE, 0)
-            if n:
-                rnd = ep.host.random
-                fp = rnd.fast_pool(ep.cpu)
-                if not fp.count & MIX_INFLIGHT and (
-                        fp.count + n >= rnd.threshold or t + off >= k.tick_time(fp.last + k.HZ + 1)):
-                    return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, 0)
-        self.plan = Plan(rec)
-        # after it the state is clean: steady round trips follow, in the same fast-forward
-        if self.tails is not None:
-            self.plan.tail = self.tails.after_refill(t, rec)
-        return 1
-
-    def _end_refill_measure(self, t: int, clean: bool) -> None:
-        """The boundary after a refill round trip simulated in detail: keep it
-        if it ended clean with no rare event but its refills, and learn it
-        once two of them agree (as the steady round trip is learned)."""
-        owed, snap = self._refill_measuring
-        self._refill_measuring = None
-        refills = sum(owed[0]) + sum(owed[1])
-        if not clean or self.disturbs() - snap.disturb != refills:
-            return
-        dirq = tuple(map(sub, self.irqs(), snap.irqs))
-        if dirq != self.steady.irqs:
-            return
-        rec = RoundTrip(t - snap.t, deltas_of(snap.state, self.state()), dirq, self.last_irqs_from(snap.t))
-        self.refills.offer(owed, rec)
 
     def _take_timer(self, host: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
         """A mix timer of endpoint ``host`` fires at ``tick`` (a TIMER softirq of

@@ -206,10 +206,10 @@ STEADY = "steady"
 
 #: the qperf fast-forward's optional take-ins (QperfLearned.extensions): ``busy_ticks``
 #: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py), ``tails``
-#: the steady round trips after a rare one in the same fast-forward (qperf_tails.py);
-#: and, not yet in files of their own, ``wq_triggers`` the round trip holding a
-#: workqueue mix's trigger, ``refills`` the round trip paying the refills a kworker
-#: left owed
+#: the steady round trips after a rare one in the same fast-forward (qperf_tails.py),
+#: ``refills`` the round trip paying the refills a kworker left owed (qperf_refills.py);
+#: and, not yet in a file of its own, ``wq_triggers`` the round trip holding a
+#: workqueue mix's trigger
 EXTENSIONS = ("busy_ticks", "wq_triggers", "refills", "tails")
 
 
