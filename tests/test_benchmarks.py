@@ -144,7 +144,7 @@ def test_ff_extensions_prints_each_extension_off_and_on():
     from kenv.fastforward.qperf_records import EXTENSIONS
 
     out = _script(ROOT / "benchmarks" / "ff_extensions.py", "--env", "kenv/RandomMix-v0", "--steps", "20",
-                  "--warmup", "0")
+                  "--warmup", "0", "--repeats", "1")
     assert out.returncode == 0, out.stderr
     head, *rows = out.stdout.splitlines()
     assert head.split() == ["extension", "env", "off", "xCP", "on", "xCP", "on/off"]
@@ -157,5 +157,5 @@ def test_ff_extensions_prints_each_extension_off_and_on():
 def test_ff_extensions_bad_input_is_an_error_naming_the_option():
     out = _script(ROOT / "benchmarks" / "ff_extensions.py", "--steps", "0")
     assert out.returncode == 2
-    assert "--steps must be >= 1 and --warmup >= 0, got 0 and 1000" in out.stderr
+    assert "--steps and --repeats must be >= 1 and --warmup >= 0, got 0, 3 and 1000" in out.stderr
     assert out.stdout == ""
