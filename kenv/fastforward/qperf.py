@@ -81,17 +81,16 @@ from operator import sub
 from typing import TYPE_CHECKING
 
 from ..drivers.random import MIX_INFLIGHT
-from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_SLEEPING, Task, TaskBody
+from ..kernel.core import BLOCK, Task, TaskBody
 from ..kernel.observe import BusyLog, account_skipped_stretch
-from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
 from ..sim.learner import TwiceAlike
 from .declines import Declines, Reason
-from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, KworkerRun,
-                            KworkerStart, Plan, RoundTrip, SchedCounters, Snapshot, TimerTrigger, TriggerPlan,
-                            TriggerRoundTrip, WqTrigger, deltas_of, machine_key, new_table)
+from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, Plan, RoundTrip,
+                            Snapshot, TimerTrigger, deltas_of, machine_key, new_table)
 from .qperf_refills import Refills
 from .qperf_tails import SteadyTails
 from .qperf_ticks import BusyTicks
+from .qperf_triggers import WqTriggers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..workloads.qperf import QperfEndpoint, QperfPair
@@ -149,12 +148,10 @@ class QperfFastForward:
         # * the steady round trip with a mix timer's TIMER softirq on a busy CPU, per
         #   stretch: in the busy_ticks extension (kenv.fastforward.qperf_ticks).
         self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
-        self.triggers: TwiceAlike[TriggerRoundTrip] = TwiceAlike({})
         self._learned: dict = new_table()   # from the workload's QperfLearned
         #: the fast-forward in progress (None: none)
         self.jumping: Jump | None = None
         self._jump_counted: dict = {}
-        self._trigger_measuring: tuple | None = None
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
         #: the extensions on (QperfLearned.extensions), None where off: the busy
         #: tick's models (kenv.fastforward.qperf_ticks)
@@ -164,8 +161,8 @@ class QperfFastForward:
         self.tails = SteadyTails(self) if "tails" in extensions else None
         #: the round trip paying the refills a kworker left owed (kenv.fastforward.qperf_refills)
         self.refills = Refills(self) if "refills" in extensions else None
-        #: the take-in not yet in a file of its own, on or off: the workqueue trigger round trip
-        self.take_triggers = "wq_triggers" in extensions
+        #: the round trip holding a workqueue mix's trigger (kenv.fastforward.qperf_triggers)
+        self.triggers = WqTriggers(self) if "wq_triggers" in extensions else None
         self.stats = FastForwardStats()
         #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
         #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
@@ -262,8 +259,8 @@ class QperfFastForward:
             # ``prev``): no snapshot needed
             if self.refills is not None and self.refills.measuring is not None:
                 self.refills.end_measure(t, clean)
-            if self._trigger_measuring is not None:
-                self._end_trigger_measure(t)
+            if self.triggers is not None and self.triggers.measuring is not None:
+                self.triggers.end_measure(t)
             if self.busy_ticks is not None and self.busy_ticks.measuring is not None:
                 self.busy_ticks.end_measure(t)
             if fresh:
@@ -278,11 +275,11 @@ class QperfFastForward:
                     return self.declines.decline(Reason.QP_THREADED, 0)
                 k = (self.refills.plan(t, owed) if self.refills is not None
                      else self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0))
-                return k or (self._plan_refill_trigger(t, owed) if self.take_triggers else 0)
+                return k or (self.triggers.plan_from_refill(t, owed) if self.triggers is not None else 0)
             k = self._plan_jump(t)
             if k == 0 and not self.threaded:
-                if self.take_triggers:
-                    self._start_trigger_measure(t)
+                if self.triggers is not None:
+                    self.triggers.start_measure(t)
                 if self.plan.tick_candidate is not None:
                     self.busy_ticks.start_measure(t)
             return k
@@ -465,158 +462,22 @@ class QperfFastForward:
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
-        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.take_triggers and self.triggers
-                and not self.threaded and self._plan_wq_trigger(t, k, wq)):
+        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers is not None and self.triggers.learner
+                and not self.threaded and self.triggers.plan(t, k, wq)):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self.plan.tick is not None:
             k = self.busy_ticks.finish_plan(t, k)
         return max(0, k)
 
-    # ----------------------------------------- the round trip of a workqueue mix
+    # ------------------------------------------- rules the take-ins share
     @staticmethod
     def timer_due(ep: "QperfEndpoint", t: int) -> bool:
         """Does a timer of ``ep``'s CPU fire by ``t`` (next_expiry's tick)?"""
         nxt = ep.k.timers.next_expiry(ep.cpu)
         return nxt is not None and ep.k.tick_time(nxt) <= t
 
-    def _kworker(self, ep: "QperfEndpoint") -> Task:
-        """The kworker that runs ``ep``'s CPU's workqueue mix (the queue _schedule_mix picks)."""
-        wq = system_highpri_wq if ep.host.random.deferral == "workqueue" else system_wq
-        return get_pool(ep.k, ep.cpu, wq).worker
-
-    def _trigger_start(self, ep: "QperfEndpoint", min_vruntime: int) -> tuple | None:
-        """(kworker, its vruntime floor) if ``ep``'s kworker sleeps and will be
-        placed by the sleeper credit (place_entity: ``min_vruntime -
-        sched_latency / 2`` is above its own vruntime), else None: where a
-        trigger round trip is learned."""
-        w = self._kworker(ep)
-        floor = min_vruntime - ep.k.sysctl_sched_latency // 2
-        if w.state != TASK_SLEEPING or w.vruntime > floor:
-            return None
-        return w, floor
-
-    def _kworker_after(self, ep: "QperfEndpoint", round_trip: int, deltas: SchedCounters,
-                       run: KworkerRun) -> tuple | None:
-        """(kworker, its vruntime after the trigger round trip ``round_trip``
-        rounds on from now, each with steady ``deltas``) when the kworker
-        replays ``run`` -- recorded where the sleeper credit placed it
-        (_trigger_start): at its wakeup ``run.place`` above that round trip's
-        floor (the floor's rise by then), and ``run.run`` more by the round
-        trip's end.  Placed by the credit again (its own vruntime not above the
-        floor at the wakeup): floor + place + run.  Placed at its own vruntime
-        instead (early in a boot, while ``min_vruntime`` is below half a
-        latency), the round trip is the same if the kworker, woken once, stays
-        more than the wakeup granularity behind qperf and ``min_vruntime`` all
-        along: then it wakes preempting or on the idle CPU, is picked first,
-        and moves neither ``min_vruntime`` nor qperf's placement, as with the
-        credit; it ends ``run.run`` above its own vruntime.  Else None."""
-        w = self._kworker(ep)
-        if w.state != TASK_SLEEPING:
-            return None
-        k = ep.k
-        min_vr = ep.rq.min_vruntime + round_trip * deltas.min_vruntime
-        floor = min_vr - k.sysctl_sched_latency // 2
-        if w.vruntime <= floor + run.place:
-            return w, floor + run.place + run.run
-        gran = k.sysctl_sched_wakeup_granularity * NICE_0_LOAD // w.weight
-        if run.nvcsw == 1 and w.vruntime + run.run + gran < min(min_vr,
-                                                                ep.task.vruntime + round_trip * deltas.vruntime):
-            self.stats.own_placement_replays += 1
-            return w, w.vruntime + run.run
-        return None
-
-    def _wq_deferral(self) -> str | None:
-        """The workqueue deferral both hosts are on (``workqueue`` or
-        ``schedule_work``), or None -- None as well while tracing (the trigger
-        round trip is then simulated in detail, for the trace)."""
-        d = self.client.host.random.deferral
-        if (d not in ("workqueue", "schedule_work") or self.server.host.random.deferral != d
-                or self.client.k.engine.recorder is not None):
-            return None
-        return d
-
-    def _wq_next(self) -> list | None:
-        """Both hosts on one workqueue deferral (_wq_deferral) with no mix in
-        flight or pending: (endpoint index, endpoint, index of its next trigger
-        interrupt by the count rule) for each, else None."""
-        if self._wq_deferral() is None:
-            return None
-        out = []
-        for i, (ep, n) in enumerate(zip((self.client, self.server), self.steady.irqs)):
-            rnd = ep.host.random
-            fp = rnd.fast_pool(ep.cpu)
-            ev = getattr(fp.mix, "_event", None)
-            if n <= 0 or fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
-                return None
-            out.append((i, ep, rnd.threshold - 1 - fp.count))
-        return out
-
-    def _plan_refill_trigger(self, t: int, owed: tuple) -> int:
-        """A boundary clean but for the refills ``owed`` whose round trip (not
-        replayable as a refill one) holds a workqueue mix's trigger: replay it
-        as a one-round-trip fast-forward (1) if that trigger round trip, with
-        these refills owed at its start, is known; else measure it (0)."""
-        wq = self._wq_next()
-        if wq is None:
-            return 0     # (_plan_refill counted why it declined)
-        self.plan = Plan(self.steady)
-        if self._plan_wq_trigger(t, 0, wq, owed):
-            return 1
-        self._start_trigger_measure(t, owed)
-        return 0     # (_plan_wq_trigger counted why it declined)
-
-    def _plan_wq_trigger(self, t: int, m: int, wq: list, owed: tuple = NO_REFILLS) -> bool:
-        """Round trip ``m`` after ``t`` (both hosts clean and on a workqueue
-        deferral, nothing else bounding the fast-forward before it) holds the
-        interrupt that schedules a mix on one host or both: take it into the
-        fast-forward as its last round trip if it is known (``triggers``) and
-        nothing rare can happen in it -- no timer due on either CPU, the HZ rule
-        not earlier than the count rule, each trigger within the engine's
-        ``until`` (the deferral may change after it), each kworker placed as
-        _kworker_after allows.  ``owed``: the refills owed at
-        its start (a refill boundary; then ``m`` is 0).  Sets ``_trigger``."""
-        rtt, deltas, dirq, offs = self.steady
-        deferral = self._wq_deferral()
-        if deferral is None:
-            return self.declines.decline(Reason.QP_TRIGGER_NO_WQ, False)
-        js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
-        rec = self.triggers.get((deferral,) + js + (owed,))
-        if rec is None:
-            return self.declines.decline(Reason.QP_TRIGGER_NOT_LEARNED, False)
-        t_m = t + m * rtt                      # the trigger round trip starts here
-        until = self.client.k.engine.until
-        hosts = []
-        for (i, ep, j), jm in zip(wq, js):
-            k = ep.k
-            if self.timer_due(ep, t_m + rec.rtt):
-                return self.declines.decline(Reason.QP_TIMER_DUE, False)
-            fp = ep.host.random.fast_pool(ep.cpu)
-            t_hz = k.tick_time(fp.last + k.HZ + 1)
-            if jm is None:
-                if t_m + rec.last_irq[i] >= t_hz:       # its last interrupt in the fast-forward
-                    return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, False)
-                continue
-            steady_offs = self.steady_offsets[i]
-            shift = rec.last_irq[i] - offs[i]           # the message arrives later in this round trip
-            t_trig = t_m + steady_offs[jm] + shift
-            if t_trig >= t_hz:
-                return self.declines.decline(Reason.QP_MIX_NOT_IN_RECORD, False)
-            if until is not None and t_trig > until:
-                return self.declines.decline(Reason.QP_AFTER_UNTIL, False)
-            start = self._kworker_after(ep, m, deltas[i], rec.kworkers[i])
-            if start is None:
-                return self.declines.decline(Reason.QP_KWORKER_PLACEMENT, False)
-            if jm:
-                t_before = t_m + steady_offs[jm - 1] + shift
-            else:
-                t_before = t_m - rtt + offs[i] if m else t
-            hosts.append(WqTrigger(ep, i, j, t_trig, t_before, t_m + rec.mix_at[i], *start))
-        after = self.refills.after_trigger(t_m, m, rec, wq, js) if self.refills is not None else None
-        self.plan.trigger = TriggerPlan(rec, hosts, after)
-        return True
-
     def rts_before_mix(self, ep: "QperfEndpoint", irqs: int, last_irq: int, start: int, count: int,
-                        last_jiffy: int) -> int:
+                       last_jiffy: int) -> int:
         """Steady round trips from ``start`` none of whose ``irqs`` interrupts
         (the last at offset ``last_irq``) schedules a mix on ``ep``'s host, its
         fast pool then at ``count`` and ``last_jiffy`` with no mix in flight:
@@ -625,80 +486,11 @@ class QperfFastForward:
         x = ep.k.tick_time(last_jiffy + ep.k.HZ + 1) - start - last_irq
         return min((ep.host.random.threshold - 1 - count) // irqs, -(-x // self.steady.rtt))
 
-    def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
-        """A boundary, clean but for the refills ``owed``, whose next round
-        trip, simulated in detail, holds an interrupt that schedules a workqueue
-        mix, of a kind not learned yet: snapshot both hosts (and their kworkers)
-        to learn it at the next boundary."""
-        wq = self._wq_next()
-        if wq is None:
-            return
-        dirq = self.steady.irqs
-        js, starts = [], []
-        for i, ep, j in wq:
-            start = self._trigger_start(ep, ep.rq.min_vruntime)
-            if start is None:
-                return
-            js.append(j if j < dirq[i] else None)
-            w, floor = start
-            starts.append(KworkerStart(w, floor, w.sum_exec_runtime, w.nvcsw, w.nivcsw,
-                                       ep.host.random.fast_pool(ep.cpu).mixes, ep.k.timers.next_expiry(ep.cpu),
-                                       ep.refills, ep.disturb))
-        key = (self._wq_deferral(),) + tuple(js) + (owed,)
-        if js == [None, None] or self.triggers.settled(key):
-            return
-        self._trigger_measuring = (key, Snapshot(t, self.state(), self.irqs(), 0), starts)
-
-    def _end_trigger_measure(self, t: int) -> None:
-        """The boundary after a trigger round trip simulated in detail: keep it
-        if it went as its key says (the mixes where and when the count rule
-        puts them, in a kworker, nothing else on the CPUs' timers, ending clean
-        but for refills) and learn it once two of them agree."""
-        key, snap, starts = self._trigger_measuring
-        self._trigger_measuring = None
-        eps = (self.client, self.server)
-        if self.refills_owed() is None or any(ep.host.random.deferral != key[0] for ep in eps):
-            return
-        offs = self.steady.last_irq
-        t0 = snap.t
-        if tuple(map(sub, self.irqs(), snap.irqs)) != self.steady.irqs:
-            return
-        toffs = self.last_irqs_from(t0)
-        mix_offs, kw = [], []
-        for i, (ep, j, st) in enumerate(zip(eps, key[1:3], starts)):
-            w = st.kworker
-            fp = ep.host.random.fast_pool(ep.cpu)
-            nxt = ep.k.timers.next_expiry(ep.cpu)
-            if nxt != st.next_expiry or (nxt is not None and ep.k.tick_time(nxt) <= t):
-                return
-            if j is None:
-                if fp.mixes != st.mixes or w.nvcsw != st.nvcsw:
-                    return
-                mix_offs.append(None)
-                kw.append(None)
-                continue
-            steady_offs = self.steady_offsets[i]
-            if (fp.mixes != st.mixes + 1 or ep.last_mix is None
-                    or ep.last_mix[1] != "kworker"
-                    or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
-                return
-            if w.woken_ns is None or w.woken_ns < t0:
-                return     # (woken in this round trip: woken_vruntime is its placement here)
-            mix_offs.append(ep.last_mix[0] - t0)
-            kw.append(KworkerRun(w.woken_vruntime - st.floor, w.vruntime - w.woken_vruntime,
-                                 w.sum_exec_runtime - st.exec_ns, w.nvcsw - st.nvcsw, w.nivcsw - st.nivcsw))
-        rec = TriggerRoundTrip(t - t0, deltas_of(snap.state, self.state()), toffs, tuple(mix_offs), tuple(kw),
-                               tuple((ep.cold_qperf, ep.cold_netrx) for ep in eps),
-                               tuple(ep.refills - st.refills for ep, st in zip(eps, starts)),
-                               tuple(ep.disturb - st.disturb for ep, st in zip(eps, starts)))
-        self.triggers.offer(key, rec)
-
     def start_size(self, size: int) -> None:
         """A new message size: what was measured at another size does not
         hold; take what the workload's QperfLearned holds for this one, if
         anything, and learn into it."""
         self.steady_size = size
-        self._trigger_measuring = None
         k = self.client.k
         key = (machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, k.irq is not None)
                + (self.pair.cpu, size))
@@ -706,7 +498,8 @@ class QperfFastForward:
         self.steadies = TwiceAlike(table["steady"])
         if self.refills is not None:
             self.refills.start_size(table)
-        self.triggers = TwiceAlike(table["trigger"])
+        if self.triggers is not None:
+            self.triggers.start_size(table)
         if self.busy_ticks is not None:
             self.busy_ticks.start_size(table)
         self._set_steady(self.steadies.get(STEADY))
@@ -859,18 +652,7 @@ class QperfFastForward:
                     engine.at_on(ep.rq, t_trig, self._jump_trigger, ep, j, tr.t_before)
                 counted[ep] = j + 1
         if trig is not None:
-            until = engine.until
-            for wt in trig.hosts:
-                run = trig.record.kworkers[wt.host]
-                if until is None or wt.t_mix <= until:
-                    # one event for both, nothing looking at the pool in between
-                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
-                                 wt.t_trigger, run, wt.kworker, wt.vruntime_end)
-                else:
-                    engine.at_on(wt.ep.rq, wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
-                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
-                                 wt.vruntime_end, wt.t_trigger)
-                counted[wt.ep] = wt.index + 1
+            self.triggers.schedule(trig, counted)
         self._jump_counted = counted
         self.jumping = jump = Jump(t, k, rec, trig, tick, tail)
         engine.at_on(self.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
@@ -889,35 +671,6 @@ class QperfFastForward:
             rq = self.client.rq
             account_skipped_stretch(self.client.task, rq, min_vruntime=mv - rq.min_vruntime)
             self._min_vr_after_jump = None
-
-    def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int, jiffies: int | None = None) -> None:
-        """The interrupt that schedules a workqueue mix, inside a fast-forward
-        that replays a trigger round trip: count the ``before`` interrupts since
-        it began (the last at ``t_prev``), then it, at ``jiffies`` (default now;
-        the work queued, its kworker's run replayed by _jump_kworker)."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        rnd.add_interrupt_randomness_queued(ep.cpu, jiffies)
-
-    def _jump_wq_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, t_trig: int, run: KworkerRun, w: Task,
-                     v_end: int) -> None:
-        """_jump_wq_trigger (as at ``t_trig``) and _jump_kworker in one event
-        at the kworker's mix, when both fall inside the slice (the deferral
-        cannot change in between) and nothing looks at the pool in between."""
-        self._jump_wq_trigger(ep, before, t_prev, ep.k.jiffies_at(t_trig))
-        self._jump_kworker(ep, run, w, v_end, t_trig)
-
-    def _jump_kworker(self, ep: "QperfEndpoint", run: KworkerRun, w: Task, v_end: int, t_woken: int) -> None:
-        """Where the kworker of a trigger round trip ran its work: its CPU
-        time, switches and vruntime (``v_end``, _kworker_after), then
-        mix_interrupt_randomness() as worker_thread() calls it."""
-        w.woken_ns = t_woken
-        w.woken_vruntime = v_end - run.run
-        account_skipped_stretch(w, exec_ns=run.exec_ns, vruntime=v_end - w.vruntime, nvcsw=run.nvcsw,
-                                nivcsw=run.nivcsw)
-        rnd = ep.host.random
-        rnd.mix_interrupt_randomness(rnd.fast_pool(ep.cpu), "kworker")
 
     @staticmethod
     def _pay_refills(ep: "QperfEndpoint") -> None:

@@ -150,8 +150,8 @@ class Snapshot:
 class FastForwardStats:
     """What the fast-forward replayed (statistics, tests; QperfPair.jumps counts the fast-forwards)."""
     trigger_replays: int = 0           # trigger round trips replayed
-    trigger_refill_replays: int = 0    # ... with the refill round trip after it (_refill_after_trigger)
-    own_placement_replays: int = 0     # ... with a kworker placed at its own vruntime (_kworker_after)
+    trigger_refill_replays: int = 0    # ... with the refill round trip after it (Refills.after_trigger)
+    own_placement_replays: int = 0     # ... with a kworker placed at its own vruntime (WqTriggers)
     tail_rts: int = 0                  # steady round trips taken on after a rare one (SteadyTails)
     tick_replays: int = 0              # busy ticks replayed
     near_end_plans: int = 0            # ... with a softirq near its round trip's end (_plan_jump)
@@ -207,9 +207,8 @@ STEADY = "steady"
 #: the qperf fast-forward's optional take-ins (QperfLearned.extensions): ``busy_ticks``
 #: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py), ``tails``
 #: the steady round trips after a rare one in the same fast-forward (qperf_tails.py),
-#: ``refills`` the round trip paying the refills a kworker left owed (qperf_refills.py);
-#: and, not yet in a file of its own, ``wq_triggers`` the round trip holding a
-#: workqueue mix's trigger
+#: ``refills`` the round trip paying the refills a kworker left owed (qperf_refills.py),
+#: ``wq_triggers`` the round trip holding a workqueue mix's trigger (qperf_triggers.py)
 EXTENSIONS = ("busy_ticks", "wq_triggers", "refills", "tails")
 
 
