@@ -81,12 +81,13 @@ from operator import sub
 from typing import TYPE_CHECKING
 
 from ..drivers.random import MIX_INFLIGHT
-from ..kernel.core import BLOCK, Task, TaskBody
-from ..kernel.observe import BusyLog, account_skipped_stretch
+from ..kernel.core import Task, TaskBody
+from ..kernel.observe import BusyLog
 from ..sim.learner import TwiceAlike
 from .declines import Declines, Reason
 from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, Plan, RoundTrip,
                             Snapshot, TimerTrigger, deltas_of, machine_key, new_table)
+from .qperf_jump import QperfJump
 from .qperf_refills import Refills
 from .qperf_tails import SteadyTails
 from .qperf_ticks import BusyTicks
@@ -94,21 +95,6 @@ from .qperf_triggers import WqTriggers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..workloads.qperf import QperfEndpoint, QperfPair
-
-
-def _add_round_trips(ep: "QperfEndpoint", host: int, parts: list) -> None:
-    """Add to ``ep``'s qperf task, runqueue and interrupt thread the deltas
-    of host ``host`` (0: client, 1: server) of ``parts``: (record, how many
-    round trips of it)."""
-    task, rq, th = ep.task, ep.rq, ep.irq_thread
-    for rec, times in parts:
-        (vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime,
-         irq_exec, irq_nvcsw, irq_runs) = rec.deltas[host]
-        account_skipped_stretch(task, rq, times=times, exec_ns=exec_ns, vruntime=vruntime, nvcsw=nvcsw,
-                                nivcsw=nivcsw, nr_switches=switches, busy_ns=busy_ns, min_vruntime=min_vruntime)
-        if th is not None:
-            account_skipped_stretch(th.task, times=times, exec_ns=irq_exec, nvcsw=irq_nvcsw)
-            th.runs += times * irq_runs
 
 
 class QperfFastForward:
@@ -128,7 +114,6 @@ class QperfFastForward:
         #: per endpoint, the offsets from the steady round trip's start of its
         #: interrupts (_set_steady), or None
         self.steady_offsets: tuple = (None, None)
-        self._min_vr_after_jump: int | None = None
         # the busy stretches of each host's CPU in the steady round trip (from its
         # start), measured with it; a fast-forward takes in a mix timer that fires
         # while the CPU is idle
@@ -149,9 +134,8 @@ class QperfFastForward:
         #   stretch: in the busy_ticks extension (kenv.fastforward.qperf_ticks).
         self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
         self._learned: dict = new_table()   # from the workload's QperfLearned
-        #: the fast-forward in progress (None: none)
-        self.jumping: Jump | None = None
-        self._jump_counted: dict = {}
+        #: the jump in progress, applying a plan (kenv.fastforward.qperf_jump)
+        self.jumper = QperfJump(self)
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
         #: the extensions on (QperfLearned.extensions), None where off: the busy
         #: tick's models (kenv.fastforward.qperf_ticks)
@@ -551,202 +535,18 @@ class QperfFastForward:
         return k
 
     # ------------------------------------------------------------- the jump
+    @property
+    def jumping(self) -> Jump | None:
+        """The fast-forward in progress (None: none)."""
+        return self.jumper.jumping
+
     def sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
-        that have arrived by now (the rest are counted when it ends)."""
-        jump = self.jumping
-        t, k, rec, trig, _, _ = jump
-        if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
-            raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
-        i = 0 if ep is self.client else 1
-        rtt, n, off_last = rec.rtt, rec.irqs[i], rec.last_irq[i]
-        offsets = self.steady_offsets[i]
-        now = ep.k.now
-        m, o = divmod(now - t, rtt)
-        shift = 0
-        if trig is not None and m >= k - 1:
-            # in the last round trip, the trigger one: its message arrives later
-            m, o = k - 1, now - t - (k - 1) * rtt
-            shift = trig.record.last_irq[i] - off_last
-        # the offsets are in order: those <= o are the first bisect_right(offsets, o)
-        total = k * n if m >= k else m * n + bisect.bisect_right(offsets, o - shift)
-        counted = self._jump_counted.get(ep, 0)
-        if total > counted:
-            j = total - 1
-            last = t + (j // n) * rtt + offsets[j % n] + (shift if j // n == k - 1 else 0)
-            ep.host.random.add_interrupt_randomness_many(ep.cpu, total - counted, last)
-            self._jump_counted[ep] = total
-
-    def _jump_timer_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, bucket: int) -> None:
-        """The interrupt that schedules a timer mix inside a fast-forward and
-        that timer's expiry at its tick (the plan has it fire there, on an idle
-        CPU or as the busy tick, _mix_in): one event at the tick for the two,
-        as nothing looks at the pool or the timer in between -- the ``before``
-        interrupts since the fast-forward began (the last at ``t_prev``), the
-        trigger at its jiffy (``bucket - 1``), the expiry."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        ep.k.timers.expire_now(rnd.add_interrupt_randomness_timer(ep.cpu, bucket - 1), ep.cpu, bucket)
-
-    def _jump_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
-        """The interrupt that schedules a mix, inside a fast-forward: count the
-        ``before`` interrupts since it began (the last at ``t_prev``), then it."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        if not rnd.add_interrupt_randomness(ep.cpu):  # pragma: no cover - planned so
-            raise RuntimeError("qperf fast-forward: the planned mix trigger did not trigger")
+        that have arrived by now (QperfJump.sync)."""
+        self.jumper.sync(ep)
 
     def jump(self, task: Task, t: int, k: int) -> TaskBody:
-        """Skip ``k`` round trips of the record boundary() chose (the steady
-        one, or one refill round trip; or steady ones and a trigger round trip
-        last, ``_trigger``): block until they would have ended."""
-        pair = self.pair
+        """Skip ``k`` round trips of the plan boundary() made: block until
+        they would have ended (QperfJump.run)."""
         plan, self.plan = self.plan, None
-        rec = plan.record
-        rtt = rec.rtt
-        costs = self.client.k.costs
-        engine = self.client.k.engine
-        trig, tick, tail = plan.trigger, plan.tick, plan.tail
-        last_rtt = trig.record.rtt if trig is not None else rtt + tick.delay if tick is not None else rtt
-        after = trig.refill_after if trig is not None else None
-        t_tail = t + (k - 1) * rtt + last_rtt + (after.rtt if after is not None else 0)
-        t_resume = t_tail + tail * self.steady.rtt
-        if self.wl.continuous:
-            if last_rtt == rtt:
-                pair.skipped.append((t, rtt, k))
-            else:
-                if k > 1:
-                    pair.skipped.append((t, rtt, k - 1))
-                pair.skipped.append((t + (k - 1) * rtt, last_rtt, 1))
-            if after is not None:
-                pair.skipped.append((t + (k - 1) * rtt + last_rtt, after.rtt, 1))
-            if tail:
-                pair.skipped.append((t_tail, self.steady.rtt, tail))
-        if trig is not None:
-            self.stats.trigger_replays += 1
-            self.stats.trigger_refill_replays += after is not None
-        if tick is not None:
-            self.stats.tick_replays += 1
-        self.stats.tail_rts += tail
-        # the events of the jump act on the CPU of their endpoint (Event.scope);
-        # its end acts on both hosts, the client's CPU stands for it: the
-        # server's is another machine's, and kenv.kernel.observe.SkipFence
-        # catches a touch of a CPU whose stretch is being skipped
-        counted = {}
-        for tr in plan.timer_triggers:
-            ep, j, t_trig = tr.ep, tr.index, tr.t_trigger
-            i = 0 if ep is self.client else 1
-            if j < k * rec.irqs[i]:   # inside this jump
-                # interrupts 0 .. j-1 are counted there, j is the trigger itself;
-                # a timer mix fires at the next tick (expires = jiffies), in the
-                # same event when it fires inside this jump and this slice (the
-                # deferral may change after it)
-                bucket = ep.k.jiffies_at(t_trig) + 1
-                t_mix = ep.k.tick_time(bucket)
-                if (plan.mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
-                        and (engine.until is None or t_mix <= engine.until)):
-                    engine.at_on(ep.rq, t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
-                else:
-                    engine.at_on(ep.rq, t_trig, self._jump_trigger, ep, j, tr.t_before)
-                counted[ep] = j + 1
-        if trig is not None:
-            self.triggers.schedule(trig, counted)
-        self._jump_counted = counted
-        self.jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at_on(self.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
-                     self._jump_end, jump)
-        recorder = engine.recorder
-        if recorder is not None:
-            # one slice per host for the k round trips skipped, not k * (events per round trip)
-            for ep in (self.client, self.server):
-                recorder.slice("aggregated", (ep.k.name, ep.cpu), f"qperf: {k} round trips (aggregated)",
-                               t, t_resume, round_trips=k, rtt_ns=rtt, msg_size=self.wl.size)
-        yield BLOCK
-        # the jump's own block/wake moved min_vruntime; put back what k
-        # steady round trips would have left
-        mv = self._min_vr_after_jump
-        if mv is not None:
-            rq = self.client.rq
-            account_skipped_stretch(self.client.task, rq, min_vruntime=mv - rq.min_vruntime)
-            self._min_vr_after_jump = None
-
-    @staticmethod
-    def _pay_refills(ep: "QperfEndpoint") -> None:
-        """The refills ``ep`` owed, paid by a replayed round trip (_run_cost, _netrx_cost)."""
-        paid = ep.cold_qperf + ep.cold_netrx
-        ep.cold_qperf = ep.cold_netrx = False
-        ep.refills += paid
-        ep.disturb += paid
-
-    def _jump_end(self, jump: Jump) -> None:
-        """The end of a fast-forward: what its round trips left, on both hosts
-        -- ``k`` of its record (the last one the trigger round trip, or the
-        steady one with the busy tick), the refill round trip after a trigger
-        one, then ``tail`` steady ones -- and qperf woken where the last of
-        them ends."""
-        t, k, rec, trig, tick, tail = jump
-        counted = self._jump_counted
-        self.jumping = None
-        refill = rec is not self.steady
-        after = None
-        t_last = t + (k - 1) * rec.rtt               # the last of the k starts here
-        if trig is not None:
-            tr = trig.record
-            after = trig.refill_after
-            t_tail = t_last + tr.rtt + (after.rtt if after is not None else 0)
-        else:
-            t_tail = t_last + rec.rtt + (tick.delay if tick is not None else 0)
-        rts = k + (after is not None) + tail
-        steady = self.steady     # the tail's
-        # the round trips' deltas, as (record, how many): k - 1 of the record,
-        # then the last of the k -- the record's again (with a busy tick too:
-        # it only delays), or the trigger round trip's; the refill round trip
-        # after it; and the tail's steady ones (with the record's, if steady)
-        n_rec = k - (trig is not None) + (tail if rec is steady else 0)
-        parts = [(rec, n_rec)] if n_rec else []
-        if trig is not None:
-            parts.append((tr, 1))
-        if after is not None:
-            parts.append((after, 1))
-        if tail and rec is not steady:
-            parts.append((steady, tail))
-        for i, ep in enumerate((self.client, self.server)):
-            n = rec.irqs[i]
-            if refill:
-                self._pay_refills(ep)
-            if tail:
-                last = t_tail + (tail - 1) * steady.rtt + steady.last_irq[i]   # in the last steady one after it
-            elif after is not None:
-                last = t_last + tr.rtt + after.last_irq[i]        # in the refill round trip after it
-            elif trig is not None:
-                last = t_last + tr.last_irq[i]
-            else:
-                last = t_last + rec.last_irq[i]
-                if tick is not None:
-                    last += tick.shifts[i]    # after the busy tick: later by its delay
-            if n:
-                left = rts * n - counted.get(ep, 0)
-                if left:
-                    ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
-                ep.last_irq_t = last
-            _add_round_trips(ep, i, parts)
-            if trig is not None:
-                # what the trigger round trip paid and left owed (its mix's own
-                # hook set both refills and counted itself)
-                ep.cold_qperf, ep.cold_netrx = tr.owed_after[i]
-                ep.refills += tr.refills[i]
-                ep.disturb += tr.disturbs[i] - (tr.mix_at[i] is not None)
-            if after is not None:
-                self._pay_refills(ep)
-            ep.msgs_received += rts
-        cl = self.client
-        crq = cl.rq
-        # the jump's own BLOCK and switch-in are not round trips
-        cl.task.nvcsw -= 1
-        crq.nr_switches -= 1
-        self._min_vr_after_jump = crq.min_vruntime
-        self.pair.rts += rts
-        self.prev = None
-        cl.k.wake_up_on_idle(cl.task)
+        return self.jumper.run(task, t, k, plan)
