@@ -82,11 +82,11 @@ from typing import TYPE_CHECKING
 
 from ..drivers.random import MIX_INFLIGHT
 from ..kernel.core import Task, TaskBody
-from ..kernel.observe import BusyLog
 from ..sim.learner import TwiceAlike
 from .declines import Declines, Reason
 from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, Plan, RoundTrip,
                             Snapshot, TimerTrigger, deltas_of, machine_key, new_table)
+from .qperf_busy import BusyStretches
 from .qperf_jump import QperfJump
 from .qperf_refills import Refills
 from .qperf_tails import SteadyTails
@@ -116,22 +116,12 @@ class QperfFastForward:
         self.steady_offsets: tuple = (None, None)
         # the busy stretches of each host's CPU in the steady round trip (from its
         # start), measured with it; a fast-forward takes in a mix timer that fires
-        # while the CPU is idle
+        # while the CPU is idle (busy_log: kenv.fastforward.qperf_busy measures and queries them)
         self.busy: tuple | None = None
-        self._busy_candidate: tuple | None = None
-        self._logging_from = 0
-        self._busy_logs: list[BusyLog] | None = None   # both CPUs' while measuring
-        # the learners (measure twice, check equal, then replay), their records in
-        # the workload's QperfLearned (start_size):
-        # * the steady round trip (STEADY), from two consecutive clean round trips;
-        # * the round trip that pays the refills a kworker left owed (cold_netrx,
-        #   cold_qperf) on one or both hosts, otherwise clean, per set of refills owed;
-        # * the round trip that holds the interrupt scheduling a workqueue mix (on one
-        #   host or both), with its kworker run(s), per (deferral, trigger index on the
-        #   client, on the server, refills owed at its start), replayed as the last
-        #   round trip of a fast-forward (or alone, from a refill boundary);
-        # * the steady round trip with a mix timer's TIMER softirq on a busy CPU, per
-        #   stretch: in the busy_ticks extension (kenv.fastforward.qperf_ticks).
+        self.busy_log = BusyStretches(self)
+        # the steady round trip's learner (STEADY: two consecutive clean round trips
+        # alike), its records in the workload's QperfLearned (start_size); the
+        # extensions below have their own
         self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
         self._learned: dict = new_table()   # from the workload's QperfLearned
         #: the jump in progress, applying a plan (kenv.fastforward.qperf_jump)
@@ -270,7 +260,7 @@ class QperfFastForward:
         snap = Snapshot(t, self.state(), self.irqs(), self.disturbs() if clean else -1)
         prev = self.prev
         self.prev = snap
-        busy = self._busy_log(t, clean)
+        busy = self.busy_log.log(t, clean)
         if not clean:
             return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         if prev is None or prev.disturb < 0 or prev.disturb != snap.disturb:
@@ -279,60 +269,16 @@ class QperfFastForward:
         rec = RoundTrip(t - prev.t, deltas_of(prev.state, snap.state),
                         tuple(map(sub, snap.irqs, prev.irqs)), self.last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
-            self._busy_candidate = busy
+            self.busy_log.candidate = busy
             return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         self._set_steady(rec)
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
         self._learned["vr_lag"][STEADY] = self._vr_lag
         # the CPUs' busy stretches, if both measured round trips agree on them too
-        self.busy = busy if busy is not None and busy == self._busy_candidate else None
-        self._stop_busy_log()
+        self.busy = busy if busy is not None and busy == self.busy_log.candidate else None
+        self.busy_log.stop()
         self._learned["busy"][STEADY] = self.busy
         return self._plan_jump(t)
-
-    def _busy_log(self, t: int, clean: bool) -> tuple | None:
-        """During the measurement: the busy stretches of both CPUs since the
-        last boundary (relative to it), and a new log from here."""
-        out = None
-        if self._busy_logs is not None:
-            t0 = self._logging_from
-            out = tuple(tuple((a - t0, b - t0) for a, b in log.until(t)) for log in self._busy_logs)
-        self._stop_busy_log()
-        if clean and self.steady is None:
-            self._logging_from = t
-            self._busy_logs = []
-            for ep in (self.client, self.server):
-                rq = ep.rq
-                log = BusyLog(t if rq.curr is not None else None)
-                rq.attach(log)
-                self._busy_logs.append(log)
-        return out
-
-    def _stop_busy_log(self) -> None:
-        if self._busy_logs is not None:
-            for ep, log in zip((self.client, self.server), self._busy_logs):
-                ep.rq.detach(log)
-            self._busy_logs = None
-
-    def cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
-        """Is host ``host``'s CPU idle from ``offset`` into round trip
-        ``round_trip`` for ``duration`` ns, in a fast-forward of ``k`` round
-        trips from ``start``?"""
-        if self.busy is None:
-            return False
-        rtt = self.steady.rtt
-        costs = self.client.k.costs
-        end = start + round_trip * rtt + offset + duration
-        stretches = self.busy[host]
-        for shift in (0, rtt):      # this round trip, and the next one if it spills over
-            lo, hi = offset - shift, offset + duration - shift
-            if hi < 0:
-                break
-            for a, b in stretches:
-                if a <= hi and b >= lo:
-                    return False
-        # the fast-forward's own wakeup at its end
-        return self.near_end_check(end >= start + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
 
     def near_end_check(self, near: bool) -> bool:
         """A mix timer's softirq that the plan takes in: is it clear of the
@@ -516,7 +462,7 @@ class QperfFastForward:
             # counts first, the mix (count restarts) or the interrupt, is the
             # order of the two events in detail: simulate that round trip
             return self.declines.decline(Reason.QP_TIMER_SAME_NS, m)
-        if not self.cpu_idle(host, t, o, cost, m, k):
+        if not self.busy_log.idle(host, t, o, cost, m, k):
             if self.busy_ticks is None:
                 return self.declines.decline(Reason.QP_TICK_UNMODELLED, m)
             return self.busy_ticks.take(host, ep, m, o, tick, cost, offsets)

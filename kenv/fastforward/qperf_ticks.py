@@ -241,7 +241,7 @@ class BusyTicks:
         mixes = tuple(e.host.random.fast_pool(e.cpu).mixes for e in eps)
         last = eps[i].last_mix
         h = 1 - i
-        if mixes[h] == expect[h] + 1 and eps[h].last_mix == (snap.t + o, "timer") and ff.cpu_idle(
+        if mixes[h] == expect[h] + 1 and eps[h].last_mix == (snap.t + o, "timer") and ff.busy_log.idle(
                 h, snap.t, o, eps[h].host.random.params.mix_ns, 0, 1):
             # the other host's mix timer fired at the same tick, while its CPU was
             # idle (a plan stopped by this tick does not look at it): expected too
