@@ -10,9 +10,9 @@ _reached: set[str] = set()
 _decline = Declines.decline
 
 
-def _recording(self, reason):
+def _recording(self, reason, *result):
     _reached.add(reason.name)
-    return _decline(self, reason)
+    return _decline(self, reason, *result)
 
 
 Declines.decline = _recording

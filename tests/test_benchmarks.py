@@ -136,3 +136,26 @@ def test_bench_learn_bad_input_is_an_error_naming_the_option(args, named):
     assert out.returncode == 2
     assert named in out.stderr
     assert out.stdout == ""
+
+
+def test_ff_extensions_prints_each_extension_off_and_on():
+    """benchmarks/ff_extensions.py: per qperf fast-forward extension and env,
+    kenv bench's ratio to CartPole with it off and on, and on / off."""
+    from kenv.fastforward.qperf_records import EXTENSIONS
+
+    out = _script(ROOT / "benchmarks" / "ff_extensions.py", "--env", "kenv/RandomMix-v2", "--steps", "20",
+                  "--warmup", "0", "--repeats", "1")
+    assert out.returncode == 0, out.stderr
+    head, *rows = out.stdout.splitlines()
+    assert head.split() == ["extension", "env", "off", "xCP", "on", "xCP", "on/off"]
+    assert [r.split()[:2] for r in rows] == [[x, "kenv/RandomMix-v2"] for x in EXTENSIONS]
+    for r in rows:
+        off, on, ratio = map(float, r.split()[2:])
+        assert off > 0 and on > 0 and abs(ratio - on / off) < 0.01
+
+
+def test_ff_extensions_bad_input_is_an_error_naming_the_option():
+    out = _script(ROOT / "benchmarks" / "ff_extensions.py", "--steps", "0")
+    assert out.returncode == 2
+    assert "--steps and --repeats must be >= 1 and --warmup >= 0, got 0, 3 and 1000" in out.stderr
+    assert out.stdout == ""

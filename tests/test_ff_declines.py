@@ -16,8 +16,11 @@ from kenv.fastforward.declines import Reason, reasons_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "fast-forward.md"
-#: the test files whose scenarios exercise the fast-forwards
-SCENARIOS = ["tests/test_hwrng_ff.py", "tests/test_ff_determinism.py"]
+#: the test files whose scenarios exercise the fast-forwards: hwrng's; qperf's
+#: (the envs' scenario mixes and the cases the random search found, the
+#: experiments, PREEMPT_RT's interrupt threads, the phases of the -v1/-v2 ids)
+SCENARIOS = ["tests/test_hwrng_ff.py", "tests/test_ff_determinism.py", "tests/test_random.py",
+             "tests/test_rt_irq.py", "tests/test_phases.py"]
 
 
 @pytest.mark.slow

@@ -350,6 +350,33 @@ def test_env_qperf_fast_forward_in_cases_found_by_search(draws):
         assert search_fast_forward.compare("qperf", env_id, kwargs, seeds, memory) == "same", env_id
 
 
+@pytest.mark.parametrize("reason,env_id,kwargs,seeds", [
+    # a mix timer left pending on a CPU (timer deferral) while a refill round trip is planned
+    ("QP_TIMER_DUE", "kenv/Kernel-v3",
+     {"scenario": {"platform": "x86-ib40g", "preempt": "full", "hz": 100, "msg_size": "1024K", "threshold": 1024,
+                   "step_ms": 5, "reader_bs": 64, "silent_s": 5, "load": "none", "cyclictest_interval_us": 10000}},
+     [569412, 673966]),
+    # no steady round trips after a busy tick: the other host's mix still in flight
+    ("QP_TAIL_MIX_PENDING", "kenv/Kernel-v3",
+     {"scenario": {"platform": "x86-ib40g", "preempt": "voluntary", "hz": 1000, "msg_size": "32K", "threshold": 64,
+                   "step_ms": 5, "reader_bs": 16, "silent_s": 0, "load": "continuous",
+                   "cyclictest_interval_us": 1000}},
+     [753753, 168010]),
+])
+def test_env_qperf_rare_declines_keep_the_trajectory(reason, env_id, kwargs, seeds):
+    """Draws of tests/search_fast_forward.py that reach a decline the other
+    scenarios do not (tests/test_ff_declines.py needs every reason reached):
+    the decline is counted in the env's memory, and the trajectories with the
+    fast-forwards on and off are the same."""
+    import search_fast_forward
+    from kenv.envs.base import FastForwardMemory
+    from kenv.fastforward.declines import Reason
+
+    memory = FastForwardMemory()
+    assert search_fast_forward.compare("qperf", env_id, kwargs, seeds, memory) == "same"
+    assert memory.qperf.declines[Reason[reason]] > 0, dict(memory.qperf.declines)
+
+
 def _qperf_internals(pair) -> tuple:
     """What a round trip leaves behind on both hosts, beyond what an env
     reports: fast pools, refills owed and paid, qperf's and the kworkers'
@@ -376,7 +403,7 @@ def _fast_and_exact(monkeypatch, env_kwargs: dict, counter: str):
     the fast one's ``counter`` summed over its pairs (a tuple of sums for
     several names separated by spaces), each run's
     _qperf_internals at every round-trip boundary, per (episode, time), and the
-    fast run's busy-tick verdicts (QperfFastForward.ticks: the NAPI-poll model's, the
+    fast run's busy-tick verdicts (QperfFastForward.busy_ticks.learner: the NAPI-poll model's, the
     learned stretches')."""
     import gymnasium as gym
 
@@ -551,7 +578,7 @@ def test_round_trips_learned_in_earlier_episodes_change_nothing(env_id, scenario
 def test_qperf_learned_keeps_the_most_recently_used_tables():
     """QperfLearned keeps at most max_tables tables and steady round trips,
     forgetting the least recently used first; a kept one is not measured again."""
-    from kenv.fastforward.qperf import QperfLearned
+    from kenv.fastforward.qperf_records import QperfLearned
 
     learned = QperfLearned(max_tables=2)
     a, b = learned.table(("a",)), learned.table(("b",))

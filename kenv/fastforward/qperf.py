@@ -77,268 +77,24 @@ the same figures.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
 from operator import sub
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..drivers.random import MIX_INFLIGHT
-from ..kernel.core import BLOCK, NICE_0_LOAD, TASK_SLEEPING, Task, TaskBody
-from ..kernel.observe import BusyLog, account_skipped_stretch
-from ..kernel.workqueue import get_pool, system_highpri_wq, system_wq
+from ..kernel.core import Task, TaskBody
 from ..sim.learner import TwiceAlike
-from ..sim.lru import LruTable
+from .declines import Declines, Reason
+from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, Plan, RoundTrip,
+                            Snapshot, TimerTrigger, deltas_of, machine_key, new_table)
+from .qperf_busy import BusyStretches
+from .qperf_jump import QperfJump
+from .qperf_refills import Refills
+from .qperf_tails import SteadyTails
+from .qperf_ticks import BusyTicks
+from .qperf_triggers import WqTriggers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..workloads.qperf import QperfEndpoint, QperfPair
-
-#: the most round trips one fast-forward skips (the HZ rule bounds them anyway:
-#: a mix at least every second)
-MAX_JUMP_ROUND_TRIPS = 1 << 32
-#: QperfFastForward.refills_owed() of a clean state: no endpoint owes a refill
-NO_REFILLS = ((False, False), (False, False))
-
-#: tables kept per QperfLearned (one per machine, CPU and message size; the
-#: steady round trips of steady_round_trip() likewise): past this many the
-#: least recently used one is forgotten (measured again when it comes back).
-#: RandomMix-v2's and Kernel-v3's scenario fields allow 4 preemption models
-#: x 4 HZ x 9 sizes = 144 machines and sizes on x86-ib40g.
-MAX_QPERF_TABLES = 64
-
-
-# --------------------------------------------------------------------- records
-class SchedCounters(NamedTuple):
-    """What a round trip changes of one host's qperf task and runqueue (the
-    values, or a round trip's deltas of them), and of its ``irq/N-mlx4-ib0``
-    thread on PREEMPT_RT with the interrupt threads simulated (0 without)."""
-    vruntime: int
-    sum_exec_runtime: int
-    nvcsw: int
-    nivcsw: int
-    nr_switches: int
-    busy_ns: int
-    min_vruntime: int
-    irq_exec: int = 0
-    irq_nvcsw: int = 0
-    irq_runs: int = 0
-
-
-class RoundTrip(NamedTuple):
-    """A round trip learned (steady or refill), per host (client, server) where a pair."""
-    rtt: int
-    deltas: tuple[SchedCounters, SchedCounters]
-    irqs: tuple[int, int]              # interrupts counted in it
-    last_irq: tuple[int, int]          # offset of the last one from its start
-
-
-class KworkerRun(NamedTuple):
-    """A kworker's run in a trigger round trip."""
-    place: int        # its vruntime at the wakeup above the round trip's floor
-    run: int          # vruntime gained from the wakeup to the round trip's end
-    exec_ns: int
-    nvcsw: int
-    nivcsw: int
-
-
-class TriggerRoundTrip(NamedTuple):
-    """The round trip holding the interrupt(s) that schedule a workqueue mix, per host."""
-    rtt: int
-    deltas: tuple[SchedCounters, SchedCounters]
-    last_irq: tuple[int, int]
-    mix_at: tuple                      # offset of the kworker's mix (None: no mix on that host)
-    kworkers: tuple                    # KworkerRun (None: no mix on that host)
-    owed_after: tuple                  # refills owed at its end (cold_qperf, cold_netrx)
-    refills: tuple[int, int]           # refills paid in it
-    disturbs: tuple[int, int]          # rare events in it
-
-
-class WqTrigger(NamedTuple):
-    """One host's trigger and kworker in a replayed trigger round trip."""
-    ep: "QperfEndpoint"
-    host: int
-    index: int                 # the trigger interrupt's index from the fast-forward's start
-    t_trigger: int
-    t_before: int              # the interrupt before it
-    t_mix: int
-    kworker: Task
-    vruntime_end: int
-
-
-class TriggerPlan(NamedTuple):
-    """A trigger round trip replayed as a fast-forward's last one."""
-    record: TriggerRoundTrip
-    hosts: list                        # WqTrigger per host that mixes in it
-    refill_after: RoundTrip | None     # the refill round trip replayed right after it
-
-
-class TimerTrigger(NamedTuple):
-    """An interrupt inside a fast-forward that schedules a timer mix."""
-    ep: "QperfEndpoint"
-    index: int
-    t_trigger: int
-    t_before: int
-
-
-class BusyTick(NamedTuple):
-    """A mix timer firing while its CPU is busy, in the last round trip of a fast-forward."""
-    host: int
-    round_trip: int
-    offset: int
-    delay: int                 # what follows the tick, this much later
-    shifts: tuple[int, int]    # of each endpoint's last interrupt
-
-
-class KworkerStart(NamedTuple):
-    """A host's kworker and counters at the start of a trigger round trip measured."""
-    kworker: Task
-    floor: int
-    exec_ns: int
-    nvcsw: int
-    nivcsw: int
-    mixes: int
-    next_expiry: int | None
-    refills: int
-    disturb: int
-
-
-class Jump(NamedTuple):
-    """A fast-forward in progress."""
-    start: int
-    k: int                          # round trips of ``record``, the last maybe ``trigger``'s or ``tick``'s
-    record: RoundTrip
-    trigger: TriggerPlan | None
-    tick: BusyTick | None
-    tail: int                       # steady round trips after the rare last one
-
-
-@dataclass(slots=True)
-class Snapshot:
-    t: int
-    state: tuple
-    irqs: tuple
-    disturb: int
-
-
-@dataclass(slots=True)
-class FastForwardStats:
-    """What the fast-forward replayed (statistics, tests; QperfPair.jumps counts the fast-forwards)."""
-    trigger_replays: int = 0           # trigger round trips replayed
-    trigger_refill_replays: int = 0    # ... with the refill round trip after it (_refill_after_trigger)
-    own_placement_replays: int = 0     # ... with a kworker placed at its own vruntime (_kworker_after)
-    tail_rts: int = 0                  # steady round trips taken on after a rare one (_steady_tail)
-    tick_replays: int = 0              # busy ticks replayed
-    near_end_plans: int = 0            # ... with a softirq near its round trip's end (_plan_jump)
-
-
-@dataclass(slots=True)
-class TickCheck:
-    """A busy tick's model to check (or learn) against a round trip in detail."""
-    key: tuple | None
-    host: int
-    offset: int
-    delay: int | None
-    shifts: tuple | None
-    snap: Snapshot | None = None
-    mixes: tuple = ()
-    disturb: int = 0
-
-
-@dataclass(slots=True)
-class Plan:
-    """What the next jump() skips, made at a boundary: ``record`` (the steady
-    round trip, or one refill round trip) ``k`` times, the last one maybe a
-    trigger round trip (``trigger``) or the steady one with a busy tick
-    (``tick``), then ``tail`` steady round trips."""
-    record: RoundTrip
-    # may a mix timer's softirq end near a round trip's end (_plan_jump), and did one
-    near_end_ok: bool = False
-    near_end: bool = field(default=False, init=False)
-    # the rest the planners fill in (a plan is made at nearly every boundary:
-    # its constructor takes only the two above)
-    trigger: TriggerPlan | None = field(default=None, init=False)
-    tick: BusyTick | None = field(default=None, init=False)
-    tail: int = field(default=0, init=False)
-    timer_triggers: list = field(default_factory=list, init=False)   # TimerTrigger: interrupts scheduling a timer mix
-    mix_in: dict = field(default_factory=dict, init=False)           # host -> the tick of its mix timer in the plan
-    idle_ticks: list = field(default_factory=list, init=False)       # mix timers taken in while their CPU is idle
-    tick_candidate: TickCheck | None = field(default=None, init=False)   # a busy tick to check (_start_tick_measure)
-
-
-def _new_table() -> dict:
-    """What QperfLearned keeps per machine, CPU and size: per learner
-    (:class:`~kenv.sim.learner.TwiceAlike`) its records by key, and the busy
-    stretches and (threaded) the min_vruntime lags measured with the steady
-    round trip; the busy ticks' first measurements too (a later run confirms
-    them)."""
-    return {"steady": {}, "busy": {}, "vr_lag": {}, "refill": {}, "trigger": {}, "tick": {},
-            "tick_candidates": {}}
-
-
-#: the steady learner's one key
-STEADY = "steady"
-
-
-class QperfLearned:
-    """The round trips one simulation has measured (the steady one with its
-    busy stretches, the refill, trigger and tick round trips), per machine,
-    CPU and message size (:func:`machine_key`): they are a function of those,
-    so a later run of the same machine starts with them instead of measuring
-    them again; and :func:`~kenv.workloads.qperf.steady_round_trip`'s answers.
-    Owned by whoever runs the simulation (an environment keeps one across its
-    episodes, an experiment run makes its own) and passed down to
-    :class:`~kenv.workloads.qperf.QperfTcpLat`; at most ``max_tables`` of
-    each, the least recently used forgotten first."""
-
-    __slots__ = ("_tables", "_steady_rtt", "max_tables")
-
-    def __init__(self, max_tables: int = MAX_QPERF_TABLES):
-        self._tables: LruTable[dict] = LruTable(max_tables)
-        self._steady_rtt: LruTable[int] = LruTable(max_tables)
-        self.max_tables = max_tables
-
-    def table(self, key: tuple) -> dict:
-        """The round trips learned for ``key`` (new, empty tables if none)."""
-        return self._tables.get(key, _new_table)
-
-    def tables(self) -> list[dict]:
-        """The tables kept, least recently used first."""
-        return self._tables.values()
-
-    def steady_rtt(self, key: tuple, measure) -> int:
-        """The steady round trip of ``key``: the one kept, else ``measure()``'s."""
-        return self._steady_rtt.get(key, measure)
-
-    def clear(self) -> None:
-        """Forget everything learned."""
-        self._tables.clear()
-        self._steady_rtt.clear()
-
-
-def machine_key(nic, stack, costs, hz: int, preempt: str, nr_cpus: int, irq_threads: bool = False) -> tuple:
-    """What a qperf round trip depends on besides the CPU and the message size:
-    both hosts' NIC, stack and scheduler costs, HZ, preemption model, CPU count
-    and whether the forced interrupt threads are simulated."""
-    return nic, stack, costs, hz, preempt, nr_cpus, bool(irq_threads)
-
-
-def _deltas(before: tuple, after: tuple) -> tuple:
-    """Per host, ``after - before`` of two :meth:`QperfFastForward.state` values."""
-    (client0, server0), (client1, server1) = before, after
-    return SchedCounters(*map(sub, client1, client0)), SchedCounters(*map(sub, server1, server0))
-
-
-def _add_round_trips(ep: "QperfEndpoint", host: int, parts: list) -> None:
-    """Add to ``ep``'s qperf task, runqueue and interrupt thread the deltas
-    of host ``host`` (0: client, 1: server) of ``parts``: (record, how many
-    round trips of it)."""
-    task, rq, th = ep.task, ep.rq, ep.irq_thread
-    for rec, times in parts:
-        (vruntime, exec_ns, nvcsw, nivcsw, switches, busy_ns, min_vruntime,
-         irq_exec, irq_nvcsw, irq_runs) = rec.deltas[host]
-        account_skipped_stretch(task, rq, times=times, exec_ns=exec_ns, vruntime=vruntime, nvcsw=nvcsw,
-                                nivcsw=nivcsw, nr_switches=switches, busy_ns=busy_ns, min_vruntime=min_vruntime)
-        if th is not None:
-            account_skipped_stretch(th.task, times=times, exec_ns=irq_exec, nvcsw=irq_nvcsw)
-            th.runs += times * irq_runs
 
 
 class QperfFastForward:
@@ -349,6 +105,8 @@ class QperfFastForward:
         self.client = pair.client
         self.server = pair.server
         self.wl = pair.wl
+        #: the declines counted, in the workload's QperfLearned
+        self.declines: Declines = pair.wl.learned.declines
         self.fresh = False   # the next boundary is a run's first (client_body)
         self.prev: Snapshot | None = None
         self.steady: RoundTrip | None = None
@@ -356,38 +114,29 @@ class QperfFastForward:
         #: per endpoint, the offsets from the steady round trip's start of its
         #: interrupts (_set_steady), or None
         self.steady_offsets: tuple = (None, None)
-        self._min_vr_after_jump: int | None = None
         # the busy stretches of each host's CPU in the steady round trip (from its
         # start), measured with it; a fast-forward takes in a mix timer that fires
-        # while the CPU is idle
+        # while the CPU is idle (busy_log: kenv.fastforward.qperf_busy measures and queries them)
         self.busy: tuple | None = None
-        self._busy_candidate: tuple | None = None
-        self._logging_from = 0
-        self._busy_logs: list[BusyLog] | None = None   # both CPUs' while measuring
-        # the learners (measure twice, check equal, then replay), their records in
-        # the workload's QperfLearned (start_size):
-        # * the steady round trip (STEADY), from two consecutive clean round trips;
-        # * the round trip that pays the refills a kworker left owed (cold_netrx,
-        #   cold_qperf) on one or both hosts, otherwise clean, per set of refills owed;
-        # * the round trip that holds the interrupt scheduling a workqueue mix (on one
-        #   host or both), with its kworker run(s), per (deferral, trigger index on the
-        #   client, on the server, refills owed at its start), replayed as the last
-        #   round trip of a fast-forward (or alone, from a refill boundary);
-        # * the steady round trip with a mix timer's TIMER softirq on a busy CPU, per
-        #   stretch: a model's prediction (the NAPI poll, key (host, stretch)) or a
-        #   first measurement (other stretches, key (host, stretches)), then one in detail.
+        self.busy_log = BusyStretches(self)
+        # the steady round trip's learner (STEADY: two consecutive clean round trips
+        # alike), its records in the workload's QperfLearned (start_size); the
+        # extensions below have their own
         self.steadies: TwiceAlike[RoundTrip] = TwiceAlike({})
-        self.refills: TwiceAlike[RoundTrip] = TwiceAlike({})
-        self.triggers: TwiceAlike[TriggerRoundTrip] = TwiceAlike({})
-        self.ticks: TwiceAlike[RoundTrip] = TwiceAlike({}, refute_on_disagreement=True)
-        self._learned: dict = _new_table()   # from the workload's QperfLearned
-        self._refill_measuring: tuple | None = None   # (refills owed, snapshot) of the one in progress
-        #: the fast-forward in progress (None: none)
-        self.jumping: Jump | None = None
-        self._jump_counted: dict = {}
-        self._trigger_measuring: tuple | None = None
-        self._tick_measuring: TickCheck | None = None
+        self._learned: dict = new_table()   # from the workload's QperfLearned
+        #: the jump in progress, applying a plan (kenv.fastforward.qperf_jump)
+        self.jumper = QperfJump(self)
         self.plan: Plan | None = None      # what the next jump() skips, made at a boundary
+        #: the extensions on (QperfLearned.extensions), None where off: the busy
+        #: tick's models (kenv.fastforward.qperf_ticks)
+        extensions = pair.wl.learned.extensions
+        self.busy_ticks = BusyTicks(self) if "busy_ticks" in extensions else None
+        #: the steady round trips after a rare one (kenv.fastforward.qperf_tails)
+        self.tails = SteadyTails(self) if "tails" in extensions else None
+        #: the round trip paying the refills a kworker left owed (kenv.fastforward.qperf_refills)
+        self.refills = Refills(self) if "refills" in extensions else None
+        #: the round trip holding a workqueue mix's trigger (kenv.fastforward.qperf_triggers)
+        self.triggers = WqTriggers(self) if "wq_triggers" in extensions else None
         self.stats = FastForwardStats()
         #: PREEMPT_RT with the interrupt threads simulated (kenv.kernel.irq): only
         #: steady round trips are skipped (their irq/N-mlx4-ib0 runs in the
@@ -433,7 +182,7 @@ class QperfFastForward:
     def disturbs(self) -> int:
         return self.client.disturb + self.server.disturb
 
-    def _last_irqs_from(self, t0: int) -> tuple[int, int]:
+    def last_irqs_from(self, t0: int) -> tuple[int, int]:
         """Offsets from ``t0`` of both endpoints' last interrupts counted."""
         return self.client.last_irq_t - t0, self.server.last_irq_t - t0
 
@@ -482,95 +231,56 @@ class QperfFastForward:
         if self.steady is not None:
             # measured already (only a new size measures again, from a fresh
             # ``prev``): no snapshot needed
-            if self._refill_measuring is not None:
-                self._end_refill_measure(t, clean)
-            if self._trigger_measuring is not None:
-                self._end_trigger_measure(t)
-            if self._tick_measuring is not None:
-                self._end_tick_measure(t)
-            if fresh or owed is None:
+            if self.refills is not None and self.refills.measuring is not None:
+                self.refills.end_measure(t, clean)
+            if self.triggers is not None and self.triggers.measuring is not None:
+                self.triggers.end_measure(t)
+            if self.busy_ticks is not None and self.busy_ticks.measuring is not None:
+                self.busy_ticks.end_measure(t)
+            if fresh:
                 # (the first round trip of a run, from qperf's wakeup, is not a steady
                 # one for min_vruntime: the steady lag of min_vruntime behind qperf's
                 # vruntime builds up in it)
-                return 0
+                return self.declines.decline(Reason.QP_RUN_START, 0)
+            if owed is None:
+                return self.declines.decline(Reason.QP_NOT_CLEAN, 0)
             if not clean:
                 if self.threaded:
-                    return 0
-                return self._plan_refill(t, owed) or self._plan_refill_trigger(t, owed)
+                    return self.declines.decline(Reason.QP_THREADED, 0)
+                k = (self.refills.plan(t, owed) if self.refills is not None
+                     else self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0))
+                return k or (self.triggers.plan_from_refill(t, owed) if self.triggers is not None else 0)
             k = self._plan_jump(t)
             if k == 0 and not self.threaded:
-                self._start_trigger_measure(t)
+                if self.triggers is not None:
+                    self.triggers.start_measure(t)
                 if self.plan.tick_candidate is not None:
-                    self._start_tick_measure(t)
+                    self.busy_ticks.start_measure(t)
             return k
         snap = Snapshot(t, self.state(), self.irqs(), self.disturbs() if clean else -1)
         prev = self.prev
         self.prev = snap
-        busy = self._busy_log(t, clean)
+        busy = self.busy_log.log(t, clean)
         if not clean:
-            return 0
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         if prev is None or prev.disturb < 0 or prev.disturb != snap.disturb:
             self.steadies.forget(STEADY)     # (two consecutive ones)
-            return 0
-        rec = RoundTrip(t - prev.t, _deltas(prev.state, snap.state),
-                        tuple(map(sub, snap.irqs, prev.irqs)), self._last_irqs_from(prev.t))
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
+        rec = RoundTrip(t - prev.t, deltas_of(prev.state, snap.state),
+                        tuple(map(sub, snap.irqs, prev.irqs)), self.last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
-            self._busy_candidate = busy
-            return 0
+            self.busy_log.candidate = busy
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
         self._set_steady(rec)
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
         self._learned["vr_lag"][STEADY] = self._vr_lag
         # the CPUs' busy stretches, if both measured round trips agree on them too
-        self.busy = busy if busy is not None and busy == self._busy_candidate else None
-        self._stop_busy_log()
+        self.busy = busy if busy is not None and busy == self.busy_log.candidate else None
+        self.busy_log.stop()
         self._learned["busy"][STEADY] = self.busy
         return self._plan_jump(t)
 
-    def _busy_log(self, t: int, clean: bool) -> tuple | None:
-        """During the measurement: the busy stretches of both CPUs since the
-        last boundary (relative to it), and a new log from here."""
-        out = None
-        if self._busy_logs is not None:
-            t0 = self._logging_from
-            out = tuple(tuple((a - t0, b - t0) for a, b in log.until(t)) for log in self._busy_logs)
-        self._stop_busy_log()
-        if clean and self.steady is None:
-            self._logging_from = t
-            self._busy_logs = []
-            for ep in (self.client, self.server):
-                rq = ep.rq
-                log = BusyLog(t if rq.curr is not None else None)
-                rq.attach(log)
-                self._busy_logs.append(log)
-        return out
-
-    def _stop_busy_log(self) -> None:
-        if self._busy_logs is not None:
-            for ep, log in zip((self.client, self.server), self._busy_logs):
-                ep.rq.detach(log)
-            self._busy_logs = None
-
-    def _cpu_idle(self, host: int, start: int, offset: int, duration: int, round_trip: int, k: int) -> bool:
-        """Is host ``host``'s CPU idle from ``offset`` into round trip
-        ``round_trip`` for ``duration`` ns, in a fast-forward of ``k`` round
-        trips from ``start``?"""
-        if self.busy is None:
-            return False
-        rtt = self.steady.rtt
-        costs = self.client.k.costs
-        end = start + round_trip * rtt + offset + duration
-        stretches = self.busy[host]
-        for shift in (0, rtt):      # this round trip, and the next one if it spills over
-            lo, hi = offset - shift, offset + duration - shift
-            if hi < 0:
-                break
-            for a, b in stretches:
-                if a <= hi and b >= lo:
-                    return False
-        # the fast-forward's own wakeup at its end
-        return self._near_end_check(end >= start + k * rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
-
-    def _near_end_check(self, near: bool) -> bool:
+    def near_end_check(self, near: bool) -> bool:
         """A mix timer's softirq that the plan takes in: is it clear of the
         fast-forward's own wakeup?  One that ``near`` its round trip's end is,
         if steady round trips follow in the same fast-forward; _plan_jump
@@ -589,20 +299,24 @@ class QperfFastForward:
         self.steady = rec
         self.steady_offsets = (None, None) if rec is None else (self._irq_offsets_of(0), self._irq_offsets_of(1))
 
-    def _irq_offsets_of(self, host: int) -> list[int] | None:
+    def _irq_offsets_of(self, host: int) -> list[int]:
         """Offsets from the round trip's start of endpoint ``host``'s interrupts in a
         steady round trip (the last one measured, the others from the message's
-        NAPI batches), or None if they do not match the message's."""
+        NAPI batches).  They always match the message's: in a clean round trip
+        each endpoint receives one message of the size, both endpoints' shapes
+        come from the workload's NIC and the kernel's interrupt overhead, and
+        only QperfEndpoint counts interrupts into its CPU's fast pool, each once."""
         n, off_last = self.steady.irqs[host], self.steady.last_irq[host]
         at = self.pair.irq_arrivals()
-        if n != len(at):
-            return None
+        if n != len(at):  # pragma: no cover - see above
+            raise RuntimeError(f"qperf fast-forward: {n} interrupts in the steady round trip, "
+                               f"{len(at)} in its message")
         return [off_last - (at[-1] - a) for a in at]
 
     def _plan_jump(self, t: int) -> int:
         if self.threaded and tuple(h[6] - h[0] for h in self.state()) != self._vr_lag:
             self.plan = Plan(self.steady)
-            return 0
+            return self.declines.decline(Reason.QP_THREADED, 0)
         return self._plan_jump_checked(t)
 
     def _plan_jump_checked(self, t: int) -> int:
@@ -618,6 +332,7 @@ class QperfFastForward:
             if self.plan.tick is not None and self.plan.tail:
                 self.stats.near_end_plans += 1
             else:
+                self.declines.decline(Reason.QP_NEAR_END)
                 k = self._plan(t, near_end_ok=False)
         self.plan.near_end_ok = False
         return k
@@ -642,16 +357,21 @@ class QperfFastForward:
                 # is idle, else stop before the round trip it fires in (threaded:
                 # its callback runs in a thread, which no record holds)
                 timers = True
-                k = 0 if self.threaded else self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
+                if self.threaded:
+                    k = self.declines.decline(Reason.QP_THREADED, 0)
+                else:
+                    k = self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
-            offsets = self.steady_offsets[i] if rnd.deferral in self._taken_in else None
-            if offsets is None:
+            if rnd.deferral not in self._taken_in:
                 # the interrupt that schedules the next mix is simulated in detail
                 # (unless a learned trigger round trip takes it in, below)
-                k = min(k, max(0, self._rts_before_mix(ep, n, off, t, fp.count, fp.last)))
+                x = max(0, self.rts_before_mix(ep, n, off, t, fp.count, fp.last))
+                if x < k:
+                    k = self.declines.decline(Reason.QP_MIX_AHEAD, x)
                 wq.append((i, ep, rnd.threshold - 1 - fp.count))
                 continue
+            offsets = self.steady_offsets[i]
             # timer (or no) deferral: the interrupt that schedules the mix only sets
             # MIX_INFLIGHT and queues the timer -- nothing a round trip would notice;
             # it happens inside the fast-forward, which ends before the timer fires
@@ -665,215 +385,29 @@ class QperfFastForward:
             until = ep.k.engine.until
             if until is not None and t_trig > until:
                 # the deferral may change after this slice: stop before that round trip
-                k = min(k, j // n)
+                if j // n < k:
+                    k = self.declines.decline(Reason.QP_AFTER_UNTIL, j // n)
                 continue
             self.plan.timer_triggers.append(TimerTrigger(ep, j, t_trig, time_of(j - 1) if j else t))
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
                 k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
-        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers and not self.threaded
-                and self._plan_wq_trigger(t, k, wq)):
+        if (len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers is not None and self.triggers.learner
+                and not self.threaded and self.triggers.plan(t, k, wq)):
             k += 1     # the round trip with the trigger(s), replayed as the last one
         if self.plan.tick is not None:
-            tick_host, m, o = self.plan.tick.host, self.plan.tick.round_trip, self.plan.tick.offset
-            shifts = self.plan.tick.shifts
-            tick = t + m * rtt + o
-            later = any(tr.t_trigger > tick and tr.index < k * dirq[0 if tr.ep is self.client else 1]
-                        for tr in self.plan.timer_triggers) or any(x > tick for x in self.plan.idle_ticks)
-            for h, ep in enumerate((self.client, self.server)):
-                # the other host's interrupts, later by the shift: still before its HZ rule
-                fp = ep.host.random.fast_pool(ep.cpu)
-                if h != tick_host and dirq[h] and not fp.count & MIX_INFLIGHT and (
-                        t + m * rtt + offs[h] + shifts[h] >= ep.k.tick_time(fp.last + ep.k.HZ + 1)):
-                    later = True
-            if k != m + 1 or later:
-                # the busy tick's round trip is not the last one, or something after
-                # the tick in it would move with it: stop before it instead
-                self.plan.tick = None
-                k = min(k, m)
-            else:
-                self.plan.tail = self._tail_after_tick(t, k, self.plan.tick.delay)
+            k = self.busy_ticks.finish_plan(t, k)
         return max(0, k)
 
-    def _tail_after_tick(self, t: int, k: int, delay: int) -> int:
-        """_steady_tail after a busy tick's round trip, the last of the ``k``
-        planned from ``t`` (``delay`` longer): on each host the count restarted
-        at its mix in the plan (that tick's, or one while its CPU was idle,
-        _mix_in) or goes on; none if a host still has a mix to come."""
-        rtt, dirq = self.steady.rtt, self.steady.irqs
-        pools = []
-        for h, ep in enumerate((self.client, self.server)):
-            fp = ep.host.random.fast_pool(ep.cpu)
-            n = dirq[h]
-            x = self.plan.mix_in.get(h)
-            if x is not None:
-                # the interrupts after the mix in its round trip, and all of those after it
-                mh, oh = divmod(x - t, rtt)
-                count = n - bisect.bisect_right(self.steady_offsets[h], oh) + (k - 1 - mh) * n
-                pools.append((count, ep.k.jiffies_at(x)))
-            elif fp.count & MIX_INFLIGHT or any(tr.ep is ep and tr.index < k * n for tr in self.plan.timer_triggers):
-                return 0
-            else:
-                pools.append((fp.count + k * n, fp.last))
-        return self._steady_tail(t + k * rtt + delay, pools)
-
-    # ----------------------------------------- the round trip of a workqueue mix
+    # ------------------------------------------- rules the take-ins share
     @staticmethod
-    def _timer_due(ep: "QperfEndpoint", t: int) -> bool:
+    def timer_due(ep: "QperfEndpoint", t: int) -> bool:
         """Does a timer of ``ep``'s CPU fire by ``t`` (next_expiry's tick)?"""
         nxt = ep.k.timers.next_expiry(ep.cpu)
         return nxt is not None and ep.k.tick_time(nxt) <= t
 
-    def _kworker(self, ep: "QperfEndpoint") -> Task:
-        """The kworker that runs ``ep``'s CPU's workqueue mix (the queue _schedule_mix picks)."""
-        wq = system_highpri_wq if ep.host.random.deferral == "workqueue" else system_wq
-        return get_pool(ep.k, ep.cpu, wq).worker
-
-    def _trigger_start(self, ep: "QperfEndpoint", min_vruntime: int) -> tuple | None:
-        """(kworker, its vruntime floor) if ``ep``'s kworker sleeps and will be
-        placed by the sleeper credit (place_entity: ``min_vruntime -
-        sched_latency / 2`` is above its own vruntime), else None: where a
-        trigger round trip is learned."""
-        w = self._kworker(ep)
-        floor = min_vruntime - ep.k.sysctl_sched_latency // 2
-        if w.state != TASK_SLEEPING or w.vruntime > floor:
-            return None
-        return w, floor
-
-    def _kworker_after(self, ep: "QperfEndpoint", round_trip: int, deltas: SchedCounters,
-                       run: KworkerRun) -> tuple | None:
-        """(kworker, its vruntime after the trigger round trip ``round_trip``
-        rounds on from now, each with steady ``deltas``) when the kworker
-        replays ``run`` -- recorded where the sleeper credit placed it
-        (_trigger_start): at its wakeup ``run.place`` above that round trip's
-        floor (the floor's rise by then), and ``run.run`` more by the round
-        trip's end.  Placed by the credit again (its own vruntime not above the
-        floor at the wakeup): floor + place + run.  Placed at its own vruntime
-        instead (early in a boot, while ``min_vruntime`` is below half a
-        latency), the round trip is the same if the kworker, woken once, stays
-        more than the wakeup granularity behind qperf and ``min_vruntime`` all
-        along: then it wakes preempting or on the idle CPU, is picked first,
-        and moves neither ``min_vruntime`` nor qperf's placement, as with the
-        credit; it ends ``run.run`` above its own vruntime.  Else None."""
-        w = self._kworker(ep)
-        if w.state != TASK_SLEEPING:
-            return None
-        k = ep.k
-        min_vr = ep.rq.min_vruntime + round_trip * deltas.min_vruntime
-        floor = min_vr - k.sysctl_sched_latency // 2
-        if w.vruntime <= floor + run.place:
-            return w, floor + run.place + run.run
-        gran = k.sysctl_sched_wakeup_granularity * NICE_0_LOAD // w.weight
-        if run.nvcsw == 1 and w.vruntime + run.run + gran < min(min_vr,
-                                                                ep.task.vruntime + round_trip * deltas.vruntime):
-            self.stats.own_placement_replays += 1
-            return w, w.vruntime + run.run
-        return None
-
-    def _wq_deferral(self) -> str | None:
-        """The workqueue deferral both hosts are on (``workqueue`` or
-        ``schedule_work``), or None -- None as well while tracing (the trigger
-        round trip is then simulated in detail, for the trace)."""
-        d = self.client.host.random.deferral
-        if (d not in ("workqueue", "schedule_work") or self.server.host.random.deferral != d
-                or self.client.k.engine.recorder is not None):
-            return None
-        return d
-
-    def _wq_next(self) -> list | None:
-        """Both hosts on one workqueue deferral (_wq_deferral) with no mix in
-        flight or pending: (endpoint index, endpoint, index of its next trigger
-        interrupt by the count rule) for each, else None."""
-        if self._wq_deferral() is None:
-            return None
-        out = []
-        for i, (ep, n) in enumerate(zip((self.client, self.server), self.steady.irqs)):
-            rnd = ep.host.random
-            fp = rnd.fast_pool(ep.cpu)
-            ev = getattr(fp.mix, "_event", None)
-            if n <= 0 or fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
-                return None
-            out.append((i, ep, rnd.threshold - 1 - fp.count))
-        return out
-
-    def _plan_refill_trigger(self, t: int, owed: tuple) -> int:
-        """A boundary clean but for the refills ``owed`` whose round trip (not
-        replayable as a refill one) holds a workqueue mix's trigger: replay it
-        as a one-round-trip fast-forward (1) if that trigger round trip, with
-        these refills owed at its start, is known; else measure it (0)."""
-        wq = self._wq_next()
-        if wq is None:
-            return 0
-        self.plan = Plan(self.steady)
-        if self.triggers and self._plan_wq_trigger(t, 0, wq, owed):
-            return 1
-        self._start_trigger_measure(t, owed)
-        return 0
-
-    def _plan_wq_trigger(self, t: int, m: int, wq: list, owed: tuple = NO_REFILLS) -> bool:
-        """Round trip ``m`` after ``t`` (both hosts clean and on a workqueue
-        deferral, nothing else bounding the fast-forward before it) holds the
-        interrupt that schedules a mix on one host or both: take it into the
-        fast-forward as its last round trip if it is known (``triggers``) and
-        nothing rare can happen in it -- no timer due on either CPU, the HZ rule
-        not earlier than the count rule, each trigger within the engine's
-        ``until`` (the deferral may change after it), each kworker placed as
-        _kworker_after allows.  ``owed``: the refills owed at
-        its start (a refill boundary; then ``m`` is 0).  Sets ``_trigger``."""
-        rtt, deltas, dirq, offs = self.steady
-        deferral = self._wq_deferral()
-        if deferral is None:
-            return False
-        js = tuple(j - m * dirq[i] if j // dirq[i] == m else None for i, ep, j in wq)
-        rec = self.triggers.get((deferral,) + js + (owed,))
-        if rec is None:
-            return False
-        t_m = t + m * rtt                      # the trigger round trip starts here
-        until = self.client.k.engine.until
-        hosts = []
-        for (i, ep, j), jm in zip(wq, js):
-            k = ep.k
-            if self._timer_due(ep, t_m + rec.rtt):
-                return False
-            fp = ep.host.random.fast_pool(ep.cpu)
-            t_hz = k.tick_time(fp.last + k.HZ + 1)
-            if jm is None:
-                if t_m + rec.last_irq[i] >= t_hz:       # its last interrupt in the fast-forward
-                    return False
-                continue
-            steady_offs = self.steady_offsets[i]
-            if steady_offs is None:
-                return False
-            shift = rec.last_irq[i] - offs[i]           # the message arrives later in this round trip
-            t_trig = t_m + steady_offs[jm] + shift
-            if t_trig >= t_hz or (until is not None and t_trig > until):
-                return False
-            start = self._kworker_after(ep, m, deltas[i], rec.kworkers[i])
-            if start is None:
-                return False
-            if jm:
-                t_before = t_m + steady_offs[jm - 1] + shift
-            else:
-                t_before = t_m - rtt + offs[i] if m else t
-            hosts.append(WqTrigger(ep, i, j, t_trig, t_before, t_m + rec.mix_at[i], *start))
-        self.plan.trigger = TriggerPlan(rec, hosts, self._refill_after_trigger(t_m, m, rec, wq, js))
-        return True
-
-    def _steady_tail(self, b: int, pools: list) -> int:
-        """How many steady round trips from ``b`` -- a clean boundary inside a
-        plan, after its last rare event, each host's fast pool then at ``pools``
-        (count, last) with no mix in flight -- the same fast-forward takes on
-        (``_tail``): all of them up to the one whose interrupts would schedule a
-        mix by the count or the HZ rule, as _plan_jump would from that boundary."""
-        tail = min(-(-(self.pair.t_limit - b) // self.steady.rtt), MAX_JUMP_ROUND_TRIPS)
-        for ep, n, off, (count, last) in zip((self.client, self.server), self.steady.irqs,
-                                             self.steady.last_irq, pools):
-            if n > 0:
-                tail = min(tail, self._rts_before_mix(ep, n, off, b, count, last))
-        return max(0, tail)
-
-    def _rts_before_mix(self, ep: "QperfEndpoint", irqs: int, last_irq: int, start: int, count: int,
-                        last_jiffy: int) -> int:
+    def rts_before_mix(self, ep: "QperfEndpoint", irqs: int, last_irq: int, start: int, count: int,
+                       last_jiffy: int) -> int:
         """Steady round trips from ``start`` none of whose ``irqs`` interrupts
         (the last at offset ``last_irq``) schedules a mix on ``ep``'s host, its
         fast pool then at ``count`` and ``last_jiffy`` with no mix in flight:
@@ -882,180 +416,25 @@ class QperfFastForward:
         x = ep.k.tick_time(last_jiffy + ep.k.HZ + 1) - start - last_irq
         return min((ep.host.random.threshold - 1 - count) // irqs, -(-x // self.steady.rtt))
 
-    def _refill_after_trigger(self, t_m: int, m: int, rec: TriggerRoundTrip, wq: list,
-                              js: tuple) -> RoundTrip | None:
-        """The refill round trip that pays what trigger round trip ``rec`` (from
-        ``t_m``, ``m`` steady ones after the plan's start) leaves owed, if it is
-        known and nothing rare can happen in it: replayed right after it, in
-        the same fast-forward, instead of from a boundary of its own (as
-        _plan_refill would).  No timer due on either CPU before it ends, and none
-        of its interrupts schedules a mix: on a host that mixed in the trigger
-        round trip the count restarts at the mix (the interrupts after it count
-        on), ``last`` is the mix's jiffy; on the other the count goes on."""
-        if rec.owed_after == NO_REFILLS:
-            return None
-        after = self.refills.get(rec.owed_after)
-        if after is None:
-            return None
-        dirq, offs = self.steady.irqs, self.steady.last_irq
-        b = t_m + rec.rtt                          # the refill round trip starts here
-        if b >= self.pair.t_limit:
-            return None                         # (run_size: the client stops there)
-        t_end = b + after.rtt
-        pools = []
-        for (i, ep, j), jm in zip(wq, js):
-            k = ep.k
-            if self._timer_due(ep, t_end):
-                return None
-            n = dirq[i]
-            fp = ep.host.random.fast_pool(ep.cpu)
-            if jm is None:
-                count, last = fp.count + (m + 1) * n, fp.last
-            else:
-                # the interrupts of the trigger round trip later than its mix (_sync_jump)
-                shift = rec.last_irq[i] - offs[i]
-                count = n - bisect.bisect_right(self.steady_offsets[i], rec.mix_at[i] - shift)
-                last = k.jiffies_at(t_m + rec.mix_at[i])
-            if count + n >= ep.host.random.threshold or b + after.last_irq[i] >= k.tick_time(last + k.HZ + 1):
-                return None
-            pools.append((count + n, last))
-        # after it the state is clean: steady round trips follow, in the same fast-forward
-        self.plan.tail = self._steady_tail(t_end, pools)
-        return after
-
-    def _start_trigger_measure(self, t: int, owed: tuple = NO_REFILLS) -> None:
-        """A boundary, clean but for the refills ``owed``, whose next round
-        trip, simulated in detail, holds an interrupt that schedules a workqueue
-        mix, of a kind not learned yet: snapshot both hosts (and their kworkers)
-        to learn it at the next boundary."""
-        wq = self._wq_next()
-        if wq is None:
-            return
-        dirq = self.steady.irqs
-        js, starts = [], []
-        for i, ep, j in wq:
-            start = self._trigger_start(ep, ep.rq.min_vruntime)
-            if start is None:
-                return
-            js.append(j if j < dirq[i] else None)
-            w, floor = start
-            starts.append(KworkerStart(w, floor, w.sum_exec_runtime, w.nvcsw, w.nivcsw,
-                                       ep.host.random.fast_pool(ep.cpu).mixes, ep.k.timers.next_expiry(ep.cpu),
-                                       ep.refills, ep.disturb))
-        key = (self._wq_deferral(),) + tuple(js) + (owed,)
-        if js == [None, None] or self.triggers.settled(key):
-            return
-        self._trigger_measuring = (key, Snapshot(t, self.state(), self.irqs(), 0), starts)
-
-    def _end_trigger_measure(self, t: int) -> None:
-        """The boundary after a trigger round trip simulated in detail: keep it
-        if it went as its key says (the mixes where and when the count rule
-        puts them, in a kworker, nothing else on the CPUs' timers, ending clean
-        but for refills) and learn it once two of them agree."""
-        key, snap, starts = self._trigger_measuring
-        self._trigger_measuring = None
-        eps = (self.client, self.server)
-        if self.refills_owed() is None or any(ep.host.random.deferral != key[0] for ep in eps):
-            return
-        offs = self.steady.last_irq
-        t0 = snap.t
-        if tuple(map(sub, self.irqs(), snap.irqs)) != self.steady.irqs:
-            return
-        toffs = self._last_irqs_from(t0)
-        mix_offs, kw = [], []
-        for i, (ep, j, st) in enumerate(zip(eps, key[1:3], starts)):
-            w = st.kworker
-            fp = ep.host.random.fast_pool(ep.cpu)
-            nxt = ep.k.timers.next_expiry(ep.cpu)
-            if nxt != st.next_expiry or (nxt is not None and ep.k.tick_time(nxt) <= t):
-                return
-            if j is None:
-                if fp.mixes != st.mixes or w.nvcsw != st.nvcsw:
-                    return
-                mix_offs.append(None)
-                kw.append(None)
-                continue
-            steady_offs = self.steady_offsets[i]
-            if (steady_offs is None or fp.mixes != st.mixes + 1 or ep.last_mix is None
-                    or ep.last_mix[1] != "kworker"
-                    or ep.last_trigger_t != t0 + steady_offs[j] + toffs[i] - offs[i]):
-                return
-            if w.woken_ns is None or w.woken_ns < t0:
-                return     # (woken in this round trip: woken_vruntime is its placement here)
-            mix_offs.append(ep.last_mix[0] - t0)
-            kw.append(KworkerRun(w.woken_vruntime - st.floor, w.vruntime - w.woken_vruntime,
-                                 w.sum_exec_runtime - st.exec_ns, w.nvcsw - st.nvcsw, w.nivcsw - st.nivcsw))
-        rec = TriggerRoundTrip(t - t0, _deltas(snap.state, self.state()), toffs, tuple(mix_offs), tuple(kw),
-                               tuple((ep.cold_qperf, ep.cold_netrx) for ep in eps),
-                               tuple(ep.refills - st.refills for ep, st in zip(eps, starts)),
-                               tuple(ep.disturb - st.disturb for ep, st in zip(eps, starts)))
-        self.triggers.offer(key, rec)
-
     def start_size(self, size: int) -> None:
         """A new message size: what was measured at another size does not
         hold; take what the workload's QperfLearned holds for this one, if
         anything, and learn into it."""
         self.steady_size = size
-        self._refill_measuring = self._trigger_measuring = self._tick_measuring = None
         k = self.client.k
         key = (machine_key(self.wl.nic, self.wl.stack, k.costs, k.HZ, k.preempt, k.nr_cpus, k.irq is not None)
                + (self.pair.cpu, size))
         table = self._learned = self.wl.learned.table(key)
         self.steadies = TwiceAlike(table["steady"])
-        self.refills = TwiceAlike(table["refill"])
-        self.triggers = TwiceAlike(table["trigger"])
-        self.ticks = TwiceAlike(table["tick"], table["tick_candidates"], refute_on_disagreement=True)
+        if self.refills is not None:
+            self.refills.start_size(table)
+        if self.triggers is not None:
+            self.triggers.start_size(table)
+        if self.busy_ticks is not None:
+            self.busy_ticks.start_size(table)
         self._set_steady(self.steadies.get(STEADY))
         self.busy = table["busy"].get(STEADY)
         self._vr_lag = table["vr_lag"].get(STEADY)
-
-    def _plan_refill(self, t: int, owed: tuple) -> int:
-        """A boundary that is clean but for the refills ``owed``: replay the
-        round trip that pays them (1) if it is known and nothing rare can
-        happen in it -- no timer due on either CPU, no interrupt of it
-        scheduling a mix (count or HZ rule) -- else simulate it in detail
-        (0), measuring it if it is not known yet."""
-        rec = self.refills.get(owed)
-        if rec is None:
-            self._refill_measuring = (owed, Snapshot(t, self.state(), self.irqs(), self.disturbs()))
-            return 0
-        for ep, n, off in zip((self.client, self.server), rec.irqs, rec.last_irq):
-            k = ep.k
-            if self._timer_due(ep, t + rec.rtt):
-                return 0
-            if n:
-                rnd = ep.host.random
-                fp = rnd.fast_pool(ep.cpu)
-                if not fp.count & MIX_INFLIGHT and (
-                        fp.count + n >= rnd.threshold or t + off >= k.tick_time(fp.last + k.HZ + 1)):
-                    return 0
-        self.plan = Plan(rec)
-        # after it the state is clean: steady round trips follow, in the same fast-forward
-        pools = []
-        for ep, n in zip((self.client, self.server), rec.irqs):
-            fp = ep.host.random.fast_pool(ep.cpu)
-            ev = getattr(fp.mix, "_event", None)
-            if fp.count & MIX_INFLIGHT or (ev is not None and ev.pending):
-                break
-            pools.append((fp.count + n, fp.last))
-        else:
-            self.plan.tail = self._steady_tail(t + rec.rtt, pools)
-        return 1
-
-    def _end_refill_measure(self, t: int, clean: bool) -> None:
-        """The boundary after a refill round trip simulated in detail: keep it
-        if it ended clean with no rare event but its refills, and learn it
-        once two of them agree (as the steady round trip is learned)."""
-        owed, snap = self._refill_measuring
-        self._refill_measuring = None
-        refills = sum(owed[0]) + sum(owed[1])
-        if not clean or self.disturbs() - snap.disturb != refills:
-            return
-        dirq = tuple(map(sub, self.irqs(), snap.irqs))
-        if dirq != self.steady.irqs:
-            return
-        rec = RoundTrip(t - snap.t, _deltas(snap.state, self.state()), dirq, self._last_irqs_from(snap.t))
-        self.refills.offer(owed, rec)
 
     def _take_timer(self, host: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
         """A mix timer of endpoint ``host`` fires at ``tick`` (a TIMER softirq of
@@ -1070,427 +449,50 @@ class QperfFastForward:
         of the same-time events (the order they were scheduled in) decides."""
         rtt = self.steady.rtt
         m, o = divmod(tick - t, rtt)
-        if o == 0 and m > 0:
+        if o == 0 and 0 < m <= k:
             # at the very nanosecond round trip m - 1 ends: the timer, armed before
             # that round trip's last stretch began, expires first and ends it late
             # (in detail; the fast-forward would end it on time): simulate it
-            return min(k, m - 1)
+            return self.declines.decline(Reason.QP_TIMER_SAME_NS, m - 1)
         if m >= k:
             return k
         offsets = self.steady_offsets[host]
-        if offsets is None:
-            return min(k, m)
         if o in offsets:
             # at the very nanosecond one of this host's interrupts arrives: which
             # counts first, the mix (count restarts) or the interrupt, is the
             # order of the two events in detail: simulate that round trip
-            return min(k, m)
-        if not self._cpu_idle(host, t, o, cost, m, k):
-            model = None if self.plan.tick is not None else self._tick_model(host, o, cost, offsets)
-            # after the mix the count restarts: the interrupts after it must not schedule another
-            if model is not None and len(offsets) - bisect.bisect_right(offsets, o) < ep.host.random.threshold:
-                key, delay, shifts = model
-                if key is None or self.ticks.get(key) is not None:
-                    self.plan.tick = BusyTick(host, m, o, delay, shifts)   # the last round trip, ``delay`` longer
-                    self.plan.mix_in[host] = tick
-                    return m + 1
-                if m == 0 and not self.ticks.settled(key):
-                    self.plan.tick_candidate = TickCheck(key, host, o, delay, shifts)
-            return min(k, m)
+            return self.declines.decline(Reason.QP_TIMER_SAME_NS, m)
+        if not self.busy_log.idle(host, t, o, cost, m, k):
+            if self.busy_ticks is None:
+                return self.declines.decline(Reason.QP_TICK_UNMODELLED, m)
+            return self.busy_ticks.take(host, ep, m, o, tick, cost, offsets)
         self.plan.idle_ticks.append(tick)
         self.plan.mix_in[host] = tick
         # after the mix: count restarts; no new trigger before the fast-forward ends
         n = self.steady.irqs[host]
         rnd = ep.host.random
         after_in_m = len(offsets) - bisect.bisect_right(offsets, o)   # offsets are in order
-        k = min(k, m + 1 + (rnd.threshold - 1 - after_in_m) // n)
+        by_count = m + 1 + (rnd.threshold - 1 - after_in_m) // n
         last = ep.k.jiffies_at(tick)
         x = ep.k.tick_time(last + ep.k.HZ + 1) - t - self.steady.last_irq[host]
-        return min(k, max(m + 1, -(-x // rtt)))
-
-    def _only_delays(self, host: int, offset: int, cost: int, irq_offsets: list) -> bool:
-        """Does a TIMER softirq from ``offset`` into the steady round trip for
-        ``cost`` ns on host ``host``'s CPU only delay everything after it by
-        ``cost``?  So when it falls inside qperf's own run: within the CPU's
-        busy stretch, clear of every interrupt, softirq, wakeup and context
-        switch in it (the measured stretches), with none of the host's
-        interrupts arriving from the tick to the end of the stretch plus
-        ``cost`` (the delayed work could meet one), and ending before the
-        fast-forward's own wakeup if its round trip is the last one
-        (_plan_jump).  The softirq then stretches the running
-        chunk (Kernel.steal) and nothing at a fixed time follows on this CPU
-        before the message the delayed work sends: the other CPU is idle, the
-        interrupts it takes next come from that message.  The same stolen time
-        is not charged to qperf, so its counters are the steady ones."""
-        costs = self.client.k.costs
-        end = None
-        for a, b in self.busy[host]:
-            if a <= offset + cost and b >= offset:
-                if end is not None or not (a < offset and offset + cost < b):
-                    return False     # more than qperf's stretch here, or its edge
-                end = b
-        if end is None:
-            return False
-        j = bisect.bisect_left(irq_offsets, offset)
-        if j < len(irq_offsets) and irq_offsets[j] <= end + cost:
-            return False
-        return self._near_end_check(offset + cost >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1)
-
-    def _tick_model(self, host: int, offset: int, cost: int, irq_offsets: list) -> tuple | None:
-        """What a TIMER softirq from ``offset`` for ``cost`` ns on host
-        ``host``'s busy CPU does to the steady round trip, if it only delays what
-        follows: (key, delay, shift of each endpoint's last interrupt), key None
-        when no check is needed; None otherwise.
-
-        * Inside qperf's own run (_only_delays): everything after it ``cost`` later.
-        * Inside the NAPI poll of a message's first batches (a softirq stretch
-          within qperf's wakeup-to-sleep stretch that ends at ``L``, the message's
-          last interrupt arriving at ``A`` after its start): the poll ends
-          ``cost`` later, so the last interrupt's handler starts at
-          ``max(A, L + cost)`` instead of ``max(A, L)``, and what depends on it
-          (qperf's copy, the reply and the other host's interrupts) moves by the
-          difference; this host's interrupts are already on their way.  Checked
-          in detail once per stretch before it is replayed (``ticks``).
-        * Inside any other busy stretches, clear of their edges (a hard IRQ, a
-          NET_RX softirq, a context switch, ...): a delay and shifts learned
-          from the round trip simulated in detail, per host and set of stretches
-          (``ticks``), and replayed once a second one agrees (the softirq runs
-          after the one it interrupts, or is absorbed by a wait: measured, all of
-          it or none, the same wherever in those stretches it falls)."""
-        if self._only_delays(host, offset, cost, irq_offsets):
-            return None, cost, tuple(cost if off > offset else 0 for off in self.steady.last_irq)
-        costs = self.client.k.costs
-        inside = [(s, a, b) for s, (a, b) in enumerate(self.busy[host]) if a <= offset + cost and b >= offset]
-        if not inside or any(not (a < offset and offset + cost < b) for _, a, b in inside):
-            return None
-        poll = self._poll_model(host, offset, cost, irq_offsets, inside)
-        if poll is not None:
-            return poll
-        key = (host, tuple(s for s, _, _ in inside))
-        delay = shifts = None
-        seen = self.ticks.get(key) or self.ticks.candidate(key)
-        if seen is not None:
-            delay = seen.rtt - self.steady.rtt
-            shifts = tuple(map(sub, seen.last_irq, self.steady.last_irq))
-        end = offset + cost + (cost if delay is None else delay)
-        if not self._near_end_check(end >= self.steady.rtt - costs.wakeup_ns - costs.context_switch_ns - 1):
-            return None
-        return key, delay, shifts
-
-    def _poll_model(self, host: int, offset: int, cost: int, irq_offsets: list, inside: list) -> tuple | None:
-        """_tick_model's NAPI-poll case (``inside``: the stretches the softirq falls in)."""
-        costs = self.client.k.costs
-        if len(inside) not in (2, 3):
-            return None
-        # qperf's stretch is the widest; the poll and (if qperf was woken in it)
-        # the wait for its kick both end where the poll does
-        inside = sorted(inside, key=lambda x: x[2] - x[1])
-        s, a, poll_end = inside[-2] if len(inside) == 3 and inside[0][2] == inside[1][2] else inside[0]
-        if len(inside) == 3 and inside[0][2] != inside[1][2]:
-            return None
-        last_arrival = irq_offsets[-1]
-        handler = max(last_arrival, poll_end)
-        if not irq_offsets[0] <= a < last_arrival or not any(b0 == handler for b0, _ in self.busy[host]):
-            return None      # not a poll that the last interrupt's handler follows
-        delay = max(last_arrival, poll_end + cost) - handler
-        if not self._near_end_check(offset + cost + delay >= self.steady.rtt - costs.wakeup_ns
-                                    - costs.context_switch_ns - 1):
-            return None
-        return (host, s), delay, tuple(delay if h != host and off > offset else 0
-                                       for h, off in enumerate(self.steady.last_irq))
-
-    def _start_tick_measure(self, t: int) -> None:
-        """A clean boundary whose round trip, simulated in detail, has a mix
-        timer fire in a NAPI poll whose _tick_model is not checked yet (or in
-        stretches whose delay is not learned or not confirmed yet):
-        snapshot, to compare with it (or learn it) at the next boundary.  What else the plan
-        saw in that round trip -- the other host's mix timer firing while its
-        CPU is idle, interrupts that schedule a timer mix -- is expected too."""
-        check, self.plan.tick_candidate = self.plan.tick_candidate, None
-        rtt = self.steady.rtt
-        idle = sum(1 for x in self.plan.idle_ticks if x < t + rtt)
-        if idle > 1:
-            return
-        triggers = sum(1 for tr in self.plan.timer_triggers if tr.t_trigger < t + rtt)
-        check.mixes = tuple(ep.host.random.fast_pool(ep.cpu).mixes + (h == check.host) + (h != check.host and idle > 0)
-                            for h, ep in enumerate((self.client, self.server)))
-        check.snap = Snapshot(t, self.state(), self.irqs(), self.disturbs())
-        check.disturb = 1 + idle + triggers
-        if check.delay is not None:
-            # the round trip the model (or the first measurement) says
-            self.ticks.predict(check.key, RoundTrip(rtt + check.delay, self.steady.deltas, self.steady.irqs,
-                                                    tuple(off + sh for off, sh in zip(self.steady.last_irq,
-                                                                                       check.shifts))))
-        self._tick_measuring = check
-
-    def _end_tick_measure(self, t: int) -> None:
-        """The boundary after that round trip: if nothing else happened in it
-        (it ended clean; the mixes, and the disturbances, the plan expected; the
-        timer's at the tick), it is a measurement of the busy tick's stretch --
-        the steady counters and interrupts, the round trip and the last
-        interrupts later by a delay of at most the mix's cost -- or the stretch
-        is refuted for good."""
-        check, self._tick_measuring = self._tick_measuring, None
-        i, o, snap, expect, disturb = check.host, check.offset, check.snap, check.mixes, check.disturb
-        eps = (self.client, self.server)
-        mixes = tuple(e.host.random.fast_pool(e.cpu).mixes for e in eps)
-        last = eps[i].last_mix
-        h = 1 - i
-        if mixes[h] == expect[h] + 1 and eps[h].last_mix == (snap.t + o, "timer") and self._cpu_idle(
-                h, snap.t, o, eps[h].host.random.params.mix_ns, 0, 1):
-            # the other host's mix timer fired at the same tick, while its CPU was
-            # idle (a plan stopped by this tick does not look at it): expected too
-            expect = tuple(e + (x == h) for x, e in enumerate(expect))
-            disturb += 1
-        if (self.refills_owed() != NO_REFILLS or self.disturbs() - snap.disturb != disturb or mixes != expect
-                or last is None or last != (snap.t + o, "timer")):
-            return    # something else happened in it: no verdict
-        steady = self.steady
-        measured = RoundTrip(t - snap.t, _deltas(snap.state, self.state()),
-                             tuple(map(sub, self.irqs(), snap.irqs)), self._last_irqs_from(snap.t))
-        if (measured.deltas != steady.deltas or measured.irqs != steady.irqs
-                or not 0 <= measured.rtt - steady.rtt <= eps[i].host.random.params.mix_ns):
-            self.ticks.refute(check.key)
-        else:
-            self.ticks.offer(check.key, measured)
+        by_hz = max(m + 1, -(-x // rtt))
+        if min(by_count, by_hz) < k:
+            return self.declines.decline(Reason.QP_MIX_AHEAD, min(by_count, by_hz))
+        return k
 
     # ------------------------------------------------------------- the jump
+    @property
+    def jumping(self) -> Jump | None:
+        """The fast-forward in progress (None: none)."""
+        return self.jumper.jumping
+
     def sync_jump(self, ep: "QperfEndpoint") -> None:
         """A mix inside a fast-forward: count the interrupts of ``ep``'s host
-        that have arrived by now (the rest are counted when it ends)."""
-        jump = self.jumping
-        t, k, rec, trig, _, _ = jump
-        if rec is not self.steady:  # pragma: no cover - a refill replay is planned without mixes
-            raise RuntimeError("qperf fast-forward: a mix inside a replayed refill round trip")
-        i = 0 if ep is self.client else 1
-        rtt, n, off_last = rec.rtt, rec.irqs[i], rec.last_irq[i]
-        offsets = self.steady_offsets[i]
-        now = ep.k.now
-        m, o = divmod(now - t, rtt)
-        shift = 0
-        if trig is not None and m >= k - 1:
-            # in the last round trip, the trigger one: its message arrives later
-            m, o = k - 1, now - t - (k - 1) * rtt
-            shift = trig.record.last_irq[i] - off_last
-        # the offsets are in order: those <= o are the first bisect_right(offsets, o)
-        total = k * n if m >= k else m * n + bisect.bisect_right(offsets, o - shift)
-        counted = self._jump_counted.get(ep, 0)
-        if total > counted:
-            j = total - 1
-            last = t + (j // n) * rtt + offsets[j % n] + (shift if j // n == k - 1 else 0)
-            ep.host.random.add_interrupt_randomness_many(ep.cpu, total - counted, last)
-            self._jump_counted[ep] = total
-
-    def _jump_timer_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, bucket: int) -> None:
-        """The interrupt that schedules a timer mix inside a fast-forward and
-        that timer's expiry at its tick (the plan has it fire there, on an idle
-        CPU or as the busy tick, _mix_in): one event at the tick for the two,
-        as nothing looks at the pool or the timer in between -- the ``before``
-        interrupts since the fast-forward began (the last at ``t_prev``), the
-        trigger at its jiffy (``bucket - 1``), the expiry."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        ep.k.timers.expire_now(rnd.add_interrupt_randomness_timer(ep.cpu, bucket - 1), ep.cpu, bucket)
-
-    def _jump_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int) -> None:
-        """The interrupt that schedules a mix, inside a fast-forward: count the
-        ``before`` interrupts since it began (the last at ``t_prev``), then it."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        if not rnd.add_interrupt_randomness(ep.cpu):  # pragma: no cover - planned so
-            raise RuntimeError("qperf fast-forward: the planned mix trigger did not trigger")
+        that have arrived by now (QperfJump.sync)."""
+        self.jumper.sync(ep)
 
     def jump(self, task: Task, t: int, k: int) -> TaskBody:
-        """Skip ``k`` round trips of the record boundary() chose (the steady
-        one, or one refill round trip; or steady ones and a trigger round trip
-        last, ``_trigger``): block until they would have ended."""
-        pair = self.pair
+        """Skip ``k`` round trips of the plan boundary() made: block until
+        they would have ended (QperfJump.run)."""
         plan, self.plan = self.plan, None
-        rec = plan.record
-        rtt = rec.rtt
-        costs = self.client.k.costs
-        engine = self.client.k.engine
-        trig, tick, tail = plan.trigger, plan.tick, plan.tail
-        last_rtt = trig.record.rtt if trig is not None else rtt + tick.delay if tick is not None else rtt
-        after = trig.refill_after if trig is not None else None
-        t_tail = t + (k - 1) * rtt + last_rtt + (after.rtt if after is not None else 0)
-        t_resume = t_tail + tail * self.steady.rtt
-        if self.wl.continuous:
-            if last_rtt == rtt:
-                pair.skipped.append((t, rtt, k))
-            else:
-                if k > 1:
-                    pair.skipped.append((t, rtt, k - 1))
-                pair.skipped.append((t + (k - 1) * rtt, last_rtt, 1))
-            if after is not None:
-                pair.skipped.append((t + (k - 1) * rtt + last_rtt, after.rtt, 1))
-            if tail:
-                pair.skipped.append((t_tail, self.steady.rtt, tail))
-        if trig is not None:
-            self.stats.trigger_replays += 1
-            self.stats.trigger_refill_replays += after is not None
-        if tick is not None:
-            self.stats.tick_replays += 1
-        self.stats.tail_rts += tail
-        # the events of the jump act on the CPU of their endpoint (Event.scope);
-        # its end acts on both hosts, the client's CPU stands for it: the
-        # server's is another machine's, and kenv.kernel.observe.SkipFence
-        # catches a touch of a CPU whose stretch is being skipped
-        counted = {}
-        for tr in plan.timer_triggers:
-            ep, j, t_trig = tr.ep, tr.index, tr.t_trigger
-            i = 0 if ep is self.client else 1
-            if j < k * rec.irqs[i]:   # inside this jump
-                # interrupts 0 .. j-1 are counted there, j is the trigger itself;
-                # a timer mix fires at the next tick (expires = jiffies), in the
-                # same event when it fires inside this jump and this slice (the
-                # deferral may change after it)
-                bucket = ep.k.jiffies_at(t_trig) + 1
-                t_mix = ep.k.tick_time(bucket)
-                if (plan.mix_in.get(i) == t_mix and t_mix < t_resume and engine.recorder is None
-                        and (engine.until is None or t_mix <= engine.until)):
-                    engine.at_on(ep.rq, t_mix, self._jump_timer_mix, ep, j, tr.t_before, bucket)
-                else:
-                    engine.at_on(ep.rq, t_trig, self._jump_trigger, ep, j, tr.t_before)
-                counted[ep] = j + 1
-        if trig is not None:
-            until = engine.until
-            for wt in trig.hosts:
-                run = trig.record.kworkers[wt.host]
-                if until is None or wt.t_mix <= until:
-                    # one event for both, nothing looking at the pool in between
-                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_wq_mix, wt.ep, wt.index, wt.t_before,
-                                 wt.t_trigger, run, wt.kworker, wt.vruntime_end)
-                else:
-                    engine.at_on(wt.ep.rq, wt.t_trigger, self._jump_wq_trigger, wt.ep, wt.index, wt.t_before)
-                    engine.at_on(wt.ep.rq, wt.t_mix, self._jump_kworker, wt.ep, run, wt.kworker,
-                                 wt.vruntime_end, wt.t_trigger)
-                counted[wt.ep] = wt.index + 1
-        self._jump_counted = counted
-        self.jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at_on(self.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
-                     self._jump_end, jump)
-        recorder = engine.recorder
-        if recorder is not None:
-            # one slice per host for the k round trips skipped, not k * (events per round trip)
-            for ep in (self.client, self.server):
-                recorder.slice("aggregated", (ep.k.name, ep.cpu), f"qperf: {k} round trips (aggregated)",
-                               t, t_resume, round_trips=k, rtt_ns=rtt, msg_size=self.wl.size)
-        yield BLOCK
-        # the jump's own block/wake moved min_vruntime; put back what k
-        # steady round trips would have left
-        mv = self._min_vr_after_jump
-        if mv is not None:
-            rq = self.client.rq
-            account_skipped_stretch(self.client.task, rq, min_vruntime=mv - rq.min_vruntime)
-            self._min_vr_after_jump = None
-
-    def _jump_wq_trigger(self, ep: "QperfEndpoint", before: int, t_prev: int, jiffies: int | None = None) -> None:
-        """The interrupt that schedules a workqueue mix, inside a fast-forward
-        that replays a trigger round trip: count the ``before`` interrupts since
-        it began (the last at ``t_prev``), then it, at ``jiffies`` (default now;
-        the work queued, its kworker's run replayed by _jump_kworker)."""
-        rnd = ep.host.random
-        if before:
-            rnd.add_interrupt_randomness_many(ep.cpu, before, t_prev)
-        rnd.add_interrupt_randomness_queued(ep.cpu, jiffies)
-
-    def _jump_wq_mix(self, ep: "QperfEndpoint", before: int, t_prev: int, t_trig: int, run: KworkerRun, w: Task,
-                     v_end: int) -> None:
-        """_jump_wq_trigger (as at ``t_trig``) and _jump_kworker in one event
-        at the kworker's mix, when both fall inside the slice (the deferral
-        cannot change in between) and nothing looks at the pool in between."""
-        self._jump_wq_trigger(ep, before, t_prev, ep.k.jiffies_at(t_trig))
-        self._jump_kworker(ep, run, w, v_end, t_trig)
-
-    def _jump_kworker(self, ep: "QperfEndpoint", run: KworkerRun, w: Task, v_end: int, t_woken: int) -> None:
-        """Where the kworker of a trigger round trip ran its work: its CPU
-        time, switches and vruntime (``v_end``, _kworker_after), then
-        mix_interrupt_randomness() as worker_thread() calls it."""
-        w.woken_ns = t_woken
-        w.woken_vruntime = v_end - run.run
-        account_skipped_stretch(w, exec_ns=run.exec_ns, vruntime=v_end - w.vruntime, nvcsw=run.nvcsw,
-                                nivcsw=run.nivcsw)
-        rnd = ep.host.random
-        rnd.mix_interrupt_randomness(rnd.fast_pool(ep.cpu), "kworker")
-
-    @staticmethod
-    def _pay_refills(ep: "QperfEndpoint") -> None:
-        """The refills ``ep`` owed, paid by a replayed round trip (_run_cost, _netrx_cost)."""
-        paid = ep.cold_qperf + ep.cold_netrx
-        ep.cold_qperf = ep.cold_netrx = False
-        ep.refills += paid
-        ep.disturb += paid
-
-    def _jump_end(self, jump: Jump) -> None:
-        """The end of a fast-forward: what its round trips left, on both hosts
-        -- ``k`` of its record (the last one the trigger round trip, or the
-        steady one with the busy tick), the refill round trip after a trigger
-        one, then ``tail`` steady ones -- and qperf woken where the last of
-        them ends."""
-        t, k, rec, trig, tick, tail = jump
-        counted = self._jump_counted
-        self.jumping = None
-        refill = rec is not self.steady
-        after = None
-        t_last = t + (k - 1) * rec.rtt               # the last of the k starts here
-        if trig is not None:
-            tr = trig.record
-            after = trig.refill_after
-            t_tail = t_last + tr.rtt + (after.rtt if after is not None else 0)
-        else:
-            t_tail = t_last + rec.rtt + (tick.delay if tick is not None else 0)
-        rts = k + (after is not None) + tail
-        steady = self.steady     # the tail's
-        # the round trips' deltas, as (record, how many): k - 1 of the record,
-        # then the last of the k -- the record's again (with a busy tick too:
-        # it only delays), or the trigger round trip's; the refill round trip
-        # after it; and the tail's steady ones (with the record's, if steady)
-        n_rec = k - (trig is not None) + (tail if rec is steady else 0)
-        parts = [(rec, n_rec)] if n_rec else []
-        if trig is not None:
-            parts.append((tr, 1))
-        if after is not None:
-            parts.append((after, 1))
-        if tail and rec is not steady:
-            parts.append((steady, tail))
-        for i, ep in enumerate((self.client, self.server)):
-            n = rec.irqs[i]
-            if refill:
-                self._pay_refills(ep)
-            if tail:
-                last = t_tail + (tail - 1) * steady.rtt + steady.last_irq[i]   # in the last steady one after it
-            elif after is not None:
-                last = t_last + tr.rtt + after.last_irq[i]        # in the refill round trip after it
-            elif trig is not None:
-                last = t_last + tr.last_irq[i]
-            else:
-                last = t_last + rec.last_irq[i]
-                if tick is not None:
-                    last += tick.shifts[i]    # after the busy tick: later by its delay
-            if n:
-                left = rts * n - counted.get(ep, 0)
-                if left:
-                    ep.host.random.add_interrupt_randomness_many(ep.cpu, left, last)
-                ep.last_irq_t = last
-            _add_round_trips(ep, i, parts)
-            if trig is not None:
-                # what the trigger round trip paid and left owed (its mix's own
-                # hook set both refills and counted itself)
-                ep.cold_qperf, ep.cold_netrx = tr.owed_after[i]
-                ep.refills += tr.refills[i]
-                ep.disturb += tr.disturbs[i] - (tr.mix_at[i] is not None)
-            if after is not None:
-                self._pay_refills(ep)
-            ep.msgs_received += rts
-        cl = self.client
-        crq = cl.rq
-        # the jump's own BLOCK and switch-in are not round trips
-        cl.task.nvcsw -= 1
-        crq.nr_switches -= 1
-        self._min_vr_after_jump = crq.min_vruntime
-        self.pair.rts += rts
-        self.prev = None
-        cl.k.wake_up_on_idle(cl.task)
+        return self.jumper.run(task, t, k, plan)

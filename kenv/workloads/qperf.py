@@ -82,7 +82,8 @@ from ..errors import ConfigError
 from ..schema import check_choice
 from ..kernel.core import BLOCK, Kernel, Run, Task, TaskBody
 from ..sim.engine import NSEC_PER_MSEC, Engine
-from ..fastforward.qperf import QperfFastForward, QperfLearned, machine_key
+from ..fastforward.qperf import QperfFastForward
+from ..fastforward.qperf_records import QperfLearned, machine_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..platforms.base import Platform
