@@ -152,9 +152,13 @@ class WaitKind:
     arity: int
     #: the poller sleeps (False: it spins, cpu_relax())
     sleeps: bool
-    #: it sleeps in schedule_timeout() on rng->dying: a timer-wheel timer,
-    #: woken at a tick, ended early by complete_all(&rng->dying)
+    #: it sleeps in schedule_timeout(): a timer-wheel timer, woken at a tick
     on_timer_wheel: bool
+    #: complete_all(&rng->dying) (device removal, suspend) ends the sleep early, as
+    #: upstream requires of sleeps in hwrng drivers: it waits on rng->dying
+    #: (wait_for_completion_interruptible_timeout); declared apart from the timer
+    #: it sleeps on (schedule_timeout_interruptible() is on the wheel, not on dying)
+    cancellable: bool = False
     #: an hrtimer sleep: the index of the argument (microseconds) at which its
     #: hrtimer fires when nothing else runs on the poller's CPU (usleep_range's MAX)
     hrtimer_arg: int | None = None
@@ -162,8 +166,8 @@ class WaitKind:
 
 WAIT_KIND = MappingProxyType({
     "cpu_relax": WaitKind(arity=0, sleeps=False, on_timer_wheel=False),
-    "hwrng_msleep": WaitKind(arity=1, sleeps=True, on_timer_wheel=True),
-    "hwrng_yield": WaitKind(arity=0, sleeps=True, on_timer_wheel=True),
+    "hwrng_msleep": WaitKind(arity=1, sleeps=True, on_timer_wheel=True, cancellable=True),
+    "hwrng_yield": WaitKind(arity=0, sleeps=True, on_timer_wheel=True, cancellable=True),
     "usleep_range": WaitKind(arity=2, sleeps=True, on_timer_wheel=False, hrtimer_arg=1),
 })
 WAIT_KINDS = tuple(WAIT_KIND)
@@ -234,10 +238,8 @@ class WaitStrategy:
     @property
     def cancellable(self) -> bool:
         """Whether ``complete_all(&rng->dying)`` (device removal, suspend) ends the
-        wait early, as upstream requires of sleeps in hwrng drivers: the
-        timer-wheel sleeps, which wait on ``rng->dying``
-        (wait_for_completion_interruptible_timeout)."""
-        return self.on_timer_wheel
+        wait early (WaitKind.cancellable)."""
+        return WAIT_KIND[self.kind].cancellable
 
 
 def parse_wait(s: str | WaitStrategy) -> WaitStrategy:

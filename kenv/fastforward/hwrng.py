@@ -832,8 +832,9 @@ class PollSkip:
         self.counters = counters          # at the plan's start
         self.forgotten = ff.forgotten     # forget() calls before the skip
         self.added: Counters | None = None   # what the skipped cycles added
-        #: the landing cycle's wait (set by _land): rng->dying and the wheel
-        #: timer of a timer-wheel wait, or the hrtimer event of usleep_range()
+        #: the landing cycle's wait (set by _land): the wheel timer of a
+        #: timer-wheel wait, with rng->dying if the wait is cancellable, or the
+        #: hrtimer event of usleep_range()
         self.dying = None
         self.timer: timer_list | None = None
         self.ev = None
@@ -849,7 +850,7 @@ class PollSkip:
         land = k.engine.at(plan.boundary(n), self._land)
         fence = None if self.scopes is None else SkipFence.put(k, self.scopes, plan.boundary(n), "a hwrng poll skip")
         yield BLOCK
-        while self.dying is None and self.ev is None:
+        while self.timer is None and self.ev is None:
             # back before the skipped stretch ended: a wakeup was pending as the
             # poller went to sleep, and schedule() returned at once, as in detail
             if rng.wait.on_timer_wheel:
@@ -864,13 +865,15 @@ class PollSkip:
             return
         if fence is not None:
             fence.lift()       # the poller runs again, after the skipped stretch
-        if self.dying is not None:
-            # the rest of wait_for_completion_interruptible_timeout(&rng->dying, timeout)
+        if self.timer is not None:
+            # the second half of the landing wait's schedule_timeout(), and for a
+            # cancellable wait the rest of wait_for_completion_interruptible_timeout(&rng->dying, timeout)
             timeout = schedule_timeout_left(task, self.timer)
-            while timeout and not self.dying.done:
-                timeout = yield from schedule_timeout(task, timeout)
-            if task in self.dying.waiters:
-                self.dying.waiters.remove(task)
+            if self.dying is not None:
+                while timeout and not self.dying.done:
+                    timeout = yield from schedule_timeout(task, timeout)
+                if task in self.dying.waiters:
+                    self.dying.waiters.remove(task)
         else:
             self.ev.cancel()
         start = plan.boundary(n)
@@ -894,10 +897,12 @@ class PollSkip:
         self._apply(self.landing - 1)
         wait = rng.wait
         if wait.on_timer_wheel:
-            # wait_for_completion_interruptible_timeout(&rng->dying, timeout) ->
-            # schedule_timeout(timeout): on rng->dying's waiters, a wheel timer
-            self.dying = rng.dying
-            self.dying.waiters.append(task)
+            # schedule_timeout(timeout): a wheel timer; a cancellable wait
+            # (wait_for_completion_interruptible_timeout(&rng->dying, timeout))
+            # is on rng->dying's waiters too (WaitKind, declared by the driver)
+            if wait.cancellable:
+                self.dying = rng.dying
+                self.dying.waiters.append(task)
             self.timer = schedule_timeout_arm(task, wait.timeout_jiffies(k.HZ))
             self.wake_at = k.tick_time(self.timer.bucket_expiry)
         else:
