@@ -99,3 +99,13 @@ def test_the_version_has_the_own_keywords_given_and_its_entries_are_the_envs(
     assert env.obs_rows[:len(obs_rows(v.observation))] == obs_rows(v.observation)
     assert set(env.mix.fields) == set(v.scenario_fields)
     assert set(env.reset(seed=0)[1]) == {k for e in v.info for k in e.keys}
+
+
+@pytest.mark.parametrize("env_id", ["kenv/Kernel-v0", "kenv/Raid6Bench-v1", "kenv/KernelBoot-v0"])
+def test_a_pickled_env_is_still_made_as_its_id(env_id):
+    """A copy of an env made by gym.make (an old id's too) keeps its spec: an unpickled env
+    (the wrappers' spec not read before pickling) was made as its version's id, spec None."""
+    env = gym.make(env_id)
+    for copy in (pickle.loads(pickle.dumps(env)), pickle.loads(pickle.dumps(env.unwrapped))):
+        assert copy.spec is not None and copy.spec.id == env_id
+        assert copy.unwrapped.made_as == env_id

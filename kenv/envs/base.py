@@ -285,11 +285,15 @@ class KenvEnv(gym.Env):
     def __getstate__(self):
         """An env pickles as its constructor arguments plus the seed state and
         actions of the current episode; unpickling replays them (the
-        simulated kernel holds generators, which do not pickle)."""
-        return {"kwargs": self._init_kwargs, "replay": self._replay, "taken": list(self._taken)}
+        simulated kernel holds generators, which do not pickle).  The spec
+        gym.make set goes with them: the copy is still made as its id
+        (:attr:`made_as`, a record's ``env_id``)."""
+        return {"kwargs": self._init_kwargs, "replay": self._replay, "taken": list(self._taken),
+                "spec": self.spec}
 
     def __setstate__(self, state):
         self.__init__(**state["kwargs"])
+        self.spec = state.get("spec")
         if state["replay"] is not None:
             self._np_random = np.random.Generator(np.random.PCG64())
             self._replay = state["replay"]
