@@ -494,13 +494,13 @@ def check_name_or_path(value: Any, field: str, allowed: str) -> str:
     return validate(_NAME_OR_PATH, value, field, allowed)
 
 
-@lru_cache(maxsize=16)   # (one per env with several decisions: Kernel-v0's three)
+@lru_cache(maxsize=16)   # (one per env with several decisions: Kernel-v3's three)
 def _per_decision(dims: tuple[str, ...]) -> TypeAdapter:
     return TypeAdapter(dict[_choice_type(dims), Any] | None)
 
 
 def check_actions_per_decision(value: Any, dims: Sequence[str], field: str = "actions") -> Mapping[str, Any]:
-    """``actions=`` of an env with several decisions (Kernel-v0): None or a mapping of some
+    """``actions=`` of an env with several decisions (Kernel-v3): None or a mapping of some
     of ``dims`` to that decision's action names (each checked by :func:`check_action_names`)."""
     return validate(_per_decision(tuple(dims)), value, field, f"None or a mapping with keys {', '.join(dims)}") or {}
 

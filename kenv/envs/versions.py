@@ -88,7 +88,7 @@ def version_for(versions: Sequence[Version], own: Mapping[str, Any], given: Mapp
     (the others at ``defaults``) is: of those with the values ``own`` gives the
     class's own keyword arguments (``phases``, ``boot_states``), the one whose
     keyword arguments ``given`` holds, the most of them (``load_balance=True``:
-    Raid6Bench-v1); if none, the first.  A ConfigError, naming the versions, if
+    Raid6BenchBalanced-v0); if none, the first.  A ConfigError, naming the versions, if
     no version has the values ``own`` gives."""
     def setting(v: Version, name: str) -> Any:
         return v.kwargs.get(name, defaults[name])
