@@ -104,7 +104,7 @@ from gymnasium.envs.registration import load_env_creator
 import numpy as np
 
 import kenv
-from kenv.envs.registration import check_env_id
+from kenv.envs.registration import canonical_id, check_env_id
 from kenv.envs.reward import COMPONENTS, SIGN, available_profiles, load_profile
 from kenv.errors import ConfigError
 from kenv.schema import check_choice, check_int, cli_int
@@ -168,8 +168,9 @@ REVIEW_OBJECTIONS = {
 # --------------------------------------------------------------------------- actions
 def family(env_id: str) -> str:
     """The base task's id of ``env_id``'s env class (its ENV_ID): every version and variant of an env (HwrngWaitPhased-v0,
-    the HwrngWait controls) shares its class, its decision sites and its action choices."""
-    return load_env_creator(gym.spec(env_id).entry_point).VERSIONS[0].id
+    the HwrngWait controls) shares its class, its decision sites and its action choices.  An old id
+    (kenv.envs.registration.RENAMED) is its new one's: an old variant's entry point is a function."""
+    return load_env_creator(gym.spec(canonical_id(env_id)).entry_point).VERSIONS[0].id
 
 
 def action_set(env_id: str, which: str = "extended") -> Any:
@@ -945,6 +946,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     profiles = check_args(env_id, profile, actions, steps, seeds)
+    env_id = canonical_id(env_id)   # (an old id runs as its new one, as with the CLI's --env)
     workers = check_workers(workers)
     check_ray(ray)
     out = os.path.join("runs", "discover", env_slug(env_id)) if out is None else out

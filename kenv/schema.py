@@ -261,6 +261,14 @@ def _check_weights(value: Mapping, allowed: Mapping[str, Sequence[Any]], field: 
                               "(each >= 0; at least one > 0)")
 
 
+def _fits(choices: Sequence[Any], value: Any) -> bool:
+    """Whether ``value`` is one of a scenario field's ``choices``."""
+    try:
+        return TypeAdapter(_choice_type(choices)).validate_python(value) is not None
+    except (ValidationError, TypeError):
+        return False
+
+
 def _allowed_for(value: Mapping, allowed: Mapping[str, Sequence[Any]], mix: bool = False,
                  elsewhere: Mapping[str, str] | None = None) -> str:
     """What fits, told for the first field of ``value`` that is wrong (cheap: only on error)."""
@@ -271,12 +279,10 @@ def _allowed_for(value: Mapping, allowed: Mapping[str, Sequence[Any]], mix: bool
         choices = ", ".join(map(repr, allowed[k]))
         v = value[k]
         if mix and isinstance(v, Mapping):
+            if v and all(_fits(allowed[k], c) for c in v):
+                continue   # (a right field: its weights are _check_weights's)
             return f"{{choice: weight}} with choices {choices}; {WEIGHT_ALLOWED}; not all zero"
-        try:
-            ok = TypeAdapter(_choice_type(allowed[k])).validate_python(v) is not None
-        except (ValidationError, TypeError):
-            ok = False
-        if not ok:
+        if not _fits(allowed[k], v):
             return f"one of {choices}" + (" or {choice: weight}" if mix else "")
     return _fields_allowed(allowed)
 
@@ -488,13 +494,13 @@ def check_name_or_path(value: Any, field: str, allowed: str) -> str:
     return validate(_NAME_OR_PATH, value, field, allowed)
 
 
-@lru_cache(maxsize=16)   # (one per env with several decisions: Kernel-v0's three)
+@lru_cache(maxsize=16)   # (one per env with several decisions: Kernel-v3's three)
 def _per_decision(dims: tuple[str, ...]) -> TypeAdapter:
     return TypeAdapter(dict[_choice_type(dims), Any] | None)
 
 
 def check_actions_per_decision(value: Any, dims: Sequence[str], field: str = "actions") -> Mapping[str, Any]:
-    """``actions=`` of an env with several decisions (Kernel-v0): None or a mapping of some
+    """``actions=`` of an env with several decisions (Kernel-v3): None or a mapping of some
     of ``dims`` to that decision's action names (each checked by :func:`check_action_names`)."""
     return validate(_per_decision(tuple(dims)), value, field, f"None or a mapping with keys {', '.join(dims)}") or {}
 

@@ -20,7 +20,7 @@ from kenv.agents.baselines import StaticPolicy, make_policy, run_episode
 from kenv.cli import main
 from kenv.errors import ConfigError
 
-from kenv.envs.registration import ENVS as REGISTERED
+from kenv.envs.registration import ENVS as REGISTERED, RENAMED
 
 #: every registered id, variants included (a break-test found discover failing on KernelBoot-v0)
 ENVS = tuple(e[0] for e in REGISTERED)
@@ -43,6 +43,14 @@ def test_every_version_searches_its_v0s_extended_set(env_id):
     """A later version or variant of an env searches the same choices as its base task
     (HwrngWaitPhased-v0 once got the default three waits only, no upstream-review waits)."""
     assert dc.action_set(env_id) == dc.action_set(dc.family(env_id))
+
+
+@pytest.mark.parametrize("old, new", sorted(RENAMED.items()))
+def test_an_old_id_searches_its_new_ids_set(old, new):
+    """discover's Python API with an id of before the renaming (an old variant's entry point,
+    make_renamed, has no VERSIONS: family() raised AttributeError)."""
+    assert dc.family(old) == dc.family(new)
+    assert dc.action_set(old) == dc.action_set(new)
 
 
 def test_every_unit_names_an_observation_entry():

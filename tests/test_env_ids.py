@@ -150,6 +150,20 @@ def test_a_users_config_keyed_by_an_old_id_serves_the_old_and_the_new_id(tmp_pat
         assert (got.env_id, got.n_envs) == ("kenv/HwrngWait-v2", 2)
 
 
+def test_a_users_config_whose_env_kwargs_make_another_version_is_refused(tmp_path):
+    """A config of before the renaming that made the balanced task by keywords (block
+    kenv/Raid6Bench-v0, env_kwargs load_balance: true) trained Raid6BenchBalanced-v0's
+    dynamics under the id kenv/Raid6Bench-v3: now a one-line error naming the id to use,
+    and no run directory."""
+    cfg = tmp_path / "ppo.yaml"
+    cfg.write_text("kenv/Raid6Bench-v0:\n  n_envs: 2\n  n_timesteps: 128\n  policy: MlpPolicy\n"
+                   "  n_steps: 32\n  env_kwargs:\n    load_balance: true\n")
+    out = _kenv("train", "--config", str(cfg), "--algo", "ppo", "--out", str(tmp_path / "run"), "--no-progress")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "load_balance: got True" in out.stderr and "kenv/Raid6BenchBalanced-v0" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_record_made_with_an_old_id_still_validates(tmp_path):
     """An episode record of before the renaming (env_id kenv/Raid6Bench-v2) replays exactly."""
     path = tmp_path / "rec.jsonl"

@@ -151,3 +151,18 @@ def test_a_key_that_overrides_a_merged_one_is_not_a_repeat(tmp_path):
                     "kenv/Raid6BenchBalanced-v0:\n  <<: *d\n")
     data, _ = load_yaml("train", str(path))
     assert data["kenv/Raid6Bench-v3"] == {"gamma": 0.5, "n_envs": 2} and data["kenv/Raid6BenchBalanced-v0"]["gamma"] == 0.9
+
+
+def test_a_phase_field_after_a_right_mix_field_is_told_as_such():
+    """A mix file of a phased version (its ``env:`` an old id such as Raid6Bench-v1, whose
+    files carried the phases) given to a base id: the message is about the phase field, not
+    the choices of the right field before it (it was "{choice: weight} with choices
+    'x86-avx512-32', 'x86-avx2'", the platforms)."""
+    mix = {"platform": {"x86-avx512-32": 3, "x86-avx2": 1}, "load_phases": {"none": 1, "onoff": 2}}
+    msg = _error(lambda: gym.make("kenv/Raid6Bench-v3", scenario=mix))
+    assert "mix.load_phases: got" in msg and "only with phases=True (kenv/Raid6BenchPhased-v0)" in msg
+    assert "x86-avx2'; a finite" not in msg
+    # a bad choice of a right field is still told with that field's choices
+    msg = _error(lambda: gym.make("kenv/Raid6Bench-v3", scenario={"platform": {"x86-avx512-32": 1},
+                                                                  "preempt": {"sometimes": 1}}))
+    assert "preempt" in msg and "'voluntary'" in msg

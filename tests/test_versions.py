@@ -4,6 +4,7 @@ declare, and nothing about a version is assigned on an instance."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import pickle
 
@@ -15,7 +16,7 @@ from kenv.envs.hwrng_wait import HwrngWaitEnv
 from kenv.envs.kernel_env import KernelEnv
 from kenv.envs.observation import obs_rows
 from kenv.envs.raid6_bench import Raid6BenchEnv
-from kenv.envs.registration import ENV_CLASSES, ENV_IDS, VERSIONS
+from kenv.envs.registration import ENV_CLASSES, ENV_IDS, RENAMED, VERSIONS
 from kenv.errors import ConfigError
 
 
@@ -99,3 +100,40 @@ def test_the_version_has_the_own_keywords_given_and_its_entries_are_the_envs(
     assert env.obs_rows[:len(obs_rows(v.observation))] == obs_rows(v.observation)
     assert set(env.mix.fields) == set(v.scenario_fields)
     assert set(env.reset(seed=0)[1]) == {k for e in v.info for k in e.keys}
+
+
+@pytest.mark.parametrize("env_id", ["kenv/Kernel-v0", "kenv/Raid6Bench-v1", "kenv/KernelBoot-v0"])
+def test_a_pickled_env_is_still_made_as_its_id(env_id):
+    """A copy of an env made by gym.make (an old id's too) keeps its spec: an unpickled env
+    (the wrappers' spec not read before pickling) was made as its version's id, spec None."""
+    env = gym.make(env_id)
+    for copy in (pickle.loads(pickle.dumps(env)), pickle.loads(pickle.dumps(env.unwrapped))):
+        assert copy.spec is not None and copy.spec.id == env_id
+        assert copy.unwrapped.made_as == env_id
+
+
+@pytest.mark.parametrize("env_id, kwargs, made", [
+    ("kenv/Raid6Bench-v3", {"load_balance": True}, "kenv/Raid6BenchBalanced-v0"),
+    ("kenv/Raid6BenchBalanced-v0", {"load_balance": False}, "kenv/Raid6Bench-v3"),
+    ("kenv/RandomMix-v2", {"phases": True}, "kenv/RandomMixPhased-v0"),
+    ("kenv/Kernel-v3", {"boot_states": True}, "kenv/KernelBoot-v0"),
+    ("kenv/KernelBoot-v0", {"phases": True}, "kenv/KernelPhased-v0"),
+    ("kenv/Kernel-v2", {"phases": False}, "kenv/KernelBoot-v0"),        # an old id
+    ("kenv-flat/Raid6Bench-v3", {"load_balance": True}, "kenv/Raid6BenchBalanced-v0")])
+def test_keywords_that_make_another_version_of_an_id_are_a_clear_error(env_id, kwargs, made):
+    """gym.make(id, **kwargs) whose kwargs make another registered version: a ConfigError
+    naming the keyword, its value and the id to make (it gave the other version's dynamics
+    under ``env_id``'s spec, which records and scores then named)."""
+    with pytest.warns() if env_id in RENAMED else contextlib.nullcontext():
+        with pytest.raises(ConfigError) as e:
+            gym.make(env_id, **kwargs)
+    name = next(iter(kwargs))
+    assert e.value.field == name and e.value.value == kwargs[name] and made in e.value.allowed
+
+
+def test_keywords_that_keep_the_version_still_make_the_id():
+    env = gym.make("kenv/Raid6BenchBalanced-v0", load_balance=True, profile="latency")
+    assert env.spec.id == "kenv/Raid6BenchBalanced-v0" == env.unwrapped.version.id
+    assert gym.make("kenv/Kernel-v3", load_balance=True).unwrapped.version.id == "kenv/Kernel-v3"
+    # a scenario is any id's choice (the controls are HwrngWait-v2 with a packaged mix)
+    assert gym.make("kenv/HwrngWait-v2", scenario="hwrng-control").spec.kwargs["scenario"] == "hwrng-control"

@@ -30,7 +30,7 @@ from .info import Info
 from .observation import episode_reader, obs_rows, observe
 from .reward import COMPONENTS, RewardProfile, load_profile
 from .scenario import ScenarioMix, build_mix, mix_env_ids, phase_fields_elsewhere
-from .versions import Version, version_for
+from .versions import Version, check_made_as, version_for
 
 
 #: the default of each reward component a step does not report
@@ -97,6 +97,8 @@ class KenvEnv(gym.Env):
     #: __init_subclass__)
     _DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType({})
     _KEYWORDS: ClassVar[tuple[str, ...]] = ()
+    #: the spec gym.make made the env from (:attr:`spec`)
+    _spec: gym.envs.registration.EnvSpec | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -285,11 +287,15 @@ class KenvEnv(gym.Env):
     def __getstate__(self):
         """An env pickles as its constructor arguments plus the seed state and
         actions of the current episode; unpickling replays them (the
-        simulated kernel holds generators, which do not pickle)."""
-        return {"kwargs": self._init_kwargs, "replay": self._replay, "taken": list(self._taken)}
+        simulated kernel holds generators, which do not pickle).  The spec
+        gym.make set goes with them: the copy is still made as its id
+        (:attr:`made_as`, a record's ``env_id``)."""
+        return {"kwargs": self._init_kwargs, "replay": self._replay, "taken": list(self._taken),
+                "spec": self.spec}
 
     def __setstate__(self, state):
         self.__init__(**state["kwargs"])
+        self.spec = state.get("spec")
         if state["replay"] is not None:
             self._np_random = np.random.Generator(np.random.PCG64())
             self._replay = state["replay"]
@@ -365,6 +371,24 @@ class KenvEnv(gym.Env):
             tl.title = f"{self.made_as}  step 0  t={self._episode.now_s:.3f} s  (reset)"
             tl.action_labels = []
         return tl.frame()
+
+    @property
+    def spec(self) -> gym.envs.registration.EnvSpec | None:
+        """The spec gym.make made this env from (None if built directly)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: gym.envs.registration.EnvSpec | None) -> None:
+        # gym.make sets it after building the env: a kenv id (an old one, a flat twin's) whose
+        # version the keyword arguments given with it changed is refused (check_made_as)
+        from .registration import FLAT_NAMESPACE, canonical_id
+
+        if spec is not None:
+            env_id = canonical_id(spec.id.replace(f"{FLAT_NAMESPACE}/", "kenv/", 1))
+            registered = next((v for v in self.VERSIONS if v.id == env_id), None)
+            if registered is not None:
+                check_made_as(registered, self.version, self._init_kwargs, self._DEFAULTS)
+        self._spec = spec
 
     @property
     def made_as(self) -> str:

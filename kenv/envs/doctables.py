@@ -6,9 +6,9 @@
 A table's place in a docstring is marked by a line naming what it shows and
 a closing ``<!-- end -->`` line; what lies between is generated:
 
-    <!-- observation: kenv/HwrngWait-v0 -->
+    <!-- observation: kenv/HwrngWait-v2 -->
     <!-- end -->
-    <!-- info: kenv/HwrngWait-v1 -->
+    <!-- info: kenv/HwrngWaitPhased-v0 -->
     <!-- end -->
 
 ``observation: ID`` is the table of the observation entries that the class's

@@ -88,7 +88,7 @@ def version_for(versions: Sequence[Version], own: Mapping[str, Any], given: Mapp
     (the others at ``defaults``) is: of those with the values ``own`` gives the
     class's own keyword arguments (``phases``, ``boot_states``), the one whose
     keyword arguments ``given`` holds, the most of them (``load_balance=True``:
-    Raid6Bench-v1); if none, the first.  A ConfigError, naming the versions, if
+    Raid6BenchBalanced-v0); if none, the first.  A ConfigError, naming the versions, if
     no version has the values ``own`` gives."""
     def setting(v: Version, name: str) -> Any:
         return v.kwargs.get(name, defaults[name])
@@ -103,3 +103,24 @@ def version_for(versions: Sequence[Version], own: Mapping[str, Any], given: Mapp
             f"{combo} ({', '.join(ids)})" for combo, ids in combos.items()))
     held = [v for v in same if all(_same(given.get(k, defaults.get(k)), x) for k, x in v.kwargs.items())]
     return max(held, key=lambda v: len(v.kwargs)) if held else same[0]
+
+
+def check_made_as(registered: Version, made: Version, given: Mapping[str, Any],
+                  defaults: Mapping[str, Any]) -> None:
+    """A ConfigError if an env made as ``registered``'s id (gym.make's spec) is another version,
+    ``made``, by the keyword arguments ``given`` (``gym.make("kenv/Raid6Bench-v3",
+    load_balance=True)`` is a Raid6BenchBalanced-v0): it names the keyword, the value the id
+    has and the id that value makes, never the wrong id silently.  A ``scenario`` is not
+    refused: any id takes any mix (``gym.make("kenv/HwrngWait-v2", scenario="hwrng-control")``,
+    its spec.kwargs say which); the control ids are HwrngWait-v2 with a packaged one."""
+    names = [k for k in {**registered.kwargs, **made.kwargs} if k != "scenario"]
+    if made is registered or not names:
+        return
+
+    def setting(v: Version, name: str) -> Any:
+        return v.kwargs.get(name, defaults.get(name))
+
+    name = next((k for k in names if not _same(given.get(k, defaults.get(k)), setting(registered, k))), names[0])
+    value = given.get(name, defaults.get(name))
+    raise ConfigError(name, value, f"{setting(registered, name)!r} with {registered.id}; "
+                                   f"{name}={value!r} makes {made.id}: make that id")
