@@ -46,6 +46,7 @@ from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_time
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
 from .declines import Declines, Reason
+from .protocol import Horizon, JumpRule, sleep_through
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
@@ -366,6 +367,8 @@ class HwrngFastForward:
         self.words_skipped = 0
         #: calls of forget(): a skip that slept across one learns nothing from its end
         self.forgotten = 0
+        #: the jump rule of the wait cycles (skip_polls)
+        self.polls = PollRule(self)
 
     # ------------------------------------------------------------ measuring
     def forget(self) -> None:
@@ -520,65 +523,11 @@ class HwrngFastForward:
         from here on are known and nothing else runs meanwhile, sleep past
         them and return True (the loop then reads ``RNG_STATUS``); else return
         False at once (the loop waits for real)."""
-        skip = self._plan(task)
+        skip = self.polls.jump_at(task)
         if skip is None:
             return False
         yield from skip.sleep()
         return True
-
-    def _plan(self, task: Task) -> "PollSkip | None":
-        here = self._learn(task)
-        if here is None:
-            return self.learned.declines.decline(Reason.POLL_BOUNDARY_NOT_CLEAN)
-        rng = self.rng
-        k = task.k
-        table = self._table(task)
-        if not table or rng.dying.done:
-            return self.learned.declines.decline(Reason.POLL_NOTHING_LEARNED)
-        now = here.counters.time
-        horizon = rng.quiet_until
-        until = k.engine.until
-        if until is not None and until < horizon:
-            horizon = until
-        no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
-        if no_reads:
-            # (a plan that may not take a read is short and seldom made twice alike)
-            plan = self._make_plan(k, table, here.key, now, horizon, no_reads)
-        else:
-            # the same start key, FIFO, generator phase and horizon make the same plan
-            pkey = (here.key, rng.level_after_last_read, self._generator_phase(now), horizon - now,
-                    rng.wait_log is not None)
-            made = table.plans.get(pkey, _UNPLANNED)
-            if made is _UNPLANNED:
-                plan = self._make_plan(k, table, here.key, now, horizon, no_reads)
-                self.learned.keep_plan(table, pkey, None if plan is None else plan.relative())
-            else:
-                plan = None if made is None else CyclePlan.from_relative(now, made)
-        if plan is None:
-            return self.learned.declines.decline(Reason.POLL_NO_PLAN)
-        # Commit only the cycles that end before anything else runs: the first
-        # one still going on at ``limit`` is the one run in detail.  (Asked
-        # after the plan: the engine may look at every pending event.)
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
-        landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
-        if landing < 2:
-            return self.learned.declines.decline(Reason.POLL_TOO_SHORT)
-        return PollSkip(self, task, plan, landing, here.counters, scopes)
-
-    def _generator_phase(self, now: int):
-        """What the FIFO's status reads from ``now`` on depend on besides its
-        level: the phase of ``now`` within the generator's landing period
-        (before the generator starts, the time to its start) and the words
-        landed since the last read."""
-        rng = self.rng
-        t_start = rng.t_start
-        if t_start is None:
-            return None
-        phase = (now - t_start) % self._period if now >= t_start else ("before", t_start - now)
-        return phase, rng.produced(now) - rng.produced(rng.last_read_ns)
 
     def _make_plan(self, k, table: CycleTable, key: StartKey, now: int, horizon: int,
                    no_reads: bool) -> "CyclePlan | None":
@@ -722,6 +671,90 @@ class HwrngFastForward:
         return SpinPlan(q, first, recheck_word, scopes)
 
 
+class PollRule(JumpRule):
+    """The jump rule (kenv.fastforward.protocol) of a poller's wait cycles
+    (:meth:`HwrngFastForward.skip_polls`), ``at`` the poller: the key, the
+    boundary where a status read just found the FIFO empty (its counters and
+    start key, :meth:`HwrngFastForward._learn`); the stretch, the
+    :class:`CyclePlan` of known cycles to the step's end and the engine's
+    ``until``, checked against the generator's landings; the guard, the first
+    event that may act on the CPUs of the rng's users
+    (:meth:`HwrngFastForward._scopes`); applied by a :class:`PollSkip`."""
+
+    __slots__ = ("ff", "declines")
+
+    def __init__(self, ff: HwrngFastForward):
+        self.ff = ff
+        self.declines = ff.learned.declines
+
+    def key(self, task: Task) -> Boundary | None:
+        here = self.ff._learn(task)
+        if here is None:
+            return self.declines.decline(Reason.POLL_BOUNDARY_NOT_CLEAN)
+        return here
+
+    def stretch(self, task: Task, here: Boundary) -> "CyclePlan | None":
+        ff = self.ff
+        rng = ff.rng
+        k = task.k
+        table = ff._table(task)
+        if not table or rng.dying.done:
+            return self.declines.decline(Reason.POLL_NOTHING_LEARNED)
+        now = here.counters.time
+        horizon = rng.quiet_until
+        until = k.engine.until
+        if until is not None and until < horizon:
+            horizon = until
+        no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
+        if no_reads:
+            # (a plan that may not take a read is short and seldom made twice alike)
+            plan = ff._make_plan(k, table, here.key, now, horizon, no_reads)
+        else:
+            # the same start key, FIFO, generator phase and horizon make the same plan
+            pkey = (here.key, rng.level_after_last_read, self._generator_phase(now), horizon - now,
+                    rng.wait_log is not None)
+            made = table.plans.get(pkey, _UNPLANNED)
+            if made is _UNPLANNED:
+                plan = ff._make_plan(k, table, here.key, now, horizon, no_reads)
+                ff.learned.keep_plan(table, pkey, None if plan is None else plan.relative())
+            else:
+                plan = None if made is None else CyclePlan.from_relative(now, made)
+        if plan is None:
+            return self.declines.decline(Reason.POLL_NO_PLAN)
+        return plan
+
+    def guards(self, task: Task, plan: "CyclePlan") -> Horizon | None:
+        # (asked after the plan: the engine may look at every pending event)
+        scopes = self.ff._scopes(task)
+        limit = task.k.engine.quiet_limit(scopes)
+        if limit is None:
+            return self.declines.decline(Reason.NO_QUIET_TIME)
+        return Horizon(limit, scopes)
+
+    def repetitions(self, task: Task, plan: "CyclePlan", horizon: Horizon) -> int:
+        # Commit only the cycles that end before anything else runs: the first
+        # one still going on at the limit is the one run in detail.
+        n = min(plan.n, plan.cycles_ending_by(horizon.limit))
+        if n < 1:
+            return self.declines.decline(Reason.POLL_TOO_SHORT, 0)
+        return n
+
+    def apply(self, task: Task, here: Boundary, plan: "CyclePlan", horizon: Horizon, k: int) -> "PollSkip":
+        return PollSkip(self.ff, task, plan, k + 1, here.counters, horizon.scopes)
+
+    def _generator_phase(self, now: int):
+        """What the FIFO's status reads from ``now`` on depend on besides its
+        level: the phase of ``now`` within the generator's landing period
+        (before the generator starts, the time to its start) and the words
+        landed since the last read."""
+        rng = self.ff.rng
+        t_start = rng.t_start
+        if t_start is None:
+            return None
+        phase = (now - t_start) % self.ff._period if now >= t_start else ("before", t_start - now)
+        return phase, rng.produced(now) - rng.produced(rng.last_read_ns)
+
+
 class CyclePlan:
     """The known cycles ahead of a boundary at ``t0``: cycle ``n`` (n >= 1)
     starts at ``boundary(n - 1)``, wakes at ``wakeup(n)`` and ends at
@@ -847,9 +880,8 @@ class PollSkip:
         ff.jumps += 1
         # the skipped cycles end at boundary(n), before anything else runs: their
         # effects then, and the landing cycle's wait begins there (_land)
-        land = k.engine.at(plan.boundary(n), self._land)
-        fence = None if self.scopes is None else SkipFence.put(k, self.scopes, plan.boundary(n), "a hwrng poll skip")
-        yield BLOCK
+        land, fence = yield from sleep_through(k, plan.boundary(n), self._land, fence=self.scopes,
+                                               what="a hwrng poll skip")
         while self.timer is None and self.ev is None:
             # back before the skipped stretch ended: a wakeup was pending as the
             # poller went to sleep, and schedule() returned at once, as in detail

@@ -1,0 +1,113 @@
+"""The jump rule of the fast-forwards, written once.
+
+Every fast-forward skips the same way: at a *boundary* of a component's life
+it takes a *key* from the component's state (or declines: the boundary is not
+clean), looks up the *stretch* it learned to follow that key (repetitions of
+one or a few stretches simulated in detail and found alike,
+:class:`~kenv.sim.learner.TwiceAlike`) up to the component's own horizon,
+then asks its *guards* how far that stretch can be committed to -- the first
+event scheduled in scope (:meth:`~kenv.sim.engine.Engine.quiet_limit`), the
+engine's ``until``, a driver rule's threshold, a FIFO landing, a timer expiry
+-- counts the *repetitions* that end before a guard is crossed, and *applies*
+them: same key, nothing scheduled in scope, no guard crossed => same stretch.
+
+A fast-forward implements :class:`JumpRule`'s five steps; :meth:`JumpRule.jump_at`
+is the loop, here only.  Each step that gives the boundary back to the
+detailed simulation says why (``declines.decline(Reason.X)``,
+kenv.fastforward.declines) and returns None; the loop then returns the rule's
+``nothing``.  :func:`sleep_through` is the commit every sleeping skip shares:
+the landing event at the stretch's end, the fence of the CPUs in scope, the
+block.
+
+The rules: :class:`~kenv.fastforward.hwrng.PollRule` (a poller's wait
+cycles), :class:`~kenv.fastforward.hwrng.SpinRule` (a reader's ``cpu_relax()``
+reads) and :class:`~kenv.fastforward.qperf.QperfFastForward` (qperf's round
+trips).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable, Generator, NamedTuple
+
+from ..kernel.core import BLOCK
+from ..kernel.observe import SkipFence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..kernel.core import Kernel
+    from ..sim.engine import Event
+
+
+class Horizon(NamedTuple):
+    """What the guards allow: commit nothing past ``limit`` (ns); ``scopes``:
+    the CPUs whose events could touch the stretch, to fence while it is
+    skipped (None: nothing else runs before ``limit``)."""
+
+    limit: int
+    scopes: Any = None
+
+
+class JumpRule(ABC):
+    """One fast-forward's jump rule: the five steps :meth:`jump_at` runs.
+
+    ``at`` is whatever names the boundary (the task at it, or its time)."""
+
+    __slots__ = ()
+
+    #: what :meth:`jump_at` returns when it skips nothing
+    nothing: Any = None
+
+    @abstractmethod
+    def key(self, at: Any) -> Any:
+        """At the boundary: learn the stretch that ended here; the key (or
+        boundary) of the one that starts, or None (not clean: declined)."""
+
+    @abstractmethod
+    def stretch(self, at: Any, key: Any) -> Any:
+        """The repetitions learned to follow ``key``, up to the component's own
+        horizon, or None (nothing learned: declined)."""
+
+    @abstractmethod
+    def guards(self, at: Any, stretch: Any) -> Horizon | None:
+        """How far ``stretch`` may be committed: the first event scheduled in
+        scope and the guards it could cross; None if not even now (declined)."""
+
+    @abstractmethod
+    def repetitions(self, at: Any, stretch: Any, horizon: Horizon) -> int:
+        """How many repetitions of ``stretch`` end by ``horizon`` (below 1: declined)."""
+
+    @abstractmethod
+    def apply(self, at: Any, key: Any, stretch: Any, horizon: Horizon, k: int) -> Any:
+        """Commit ``k`` repetitions: what the caller runs (or returns)."""
+
+    def jump_at(self, at: Any) -> Any:
+        """Same key, nothing scheduled in scope, no guard crossed => same
+        stretch: the skip from the boundary ``at`` (``nothing``: none)."""
+        key = self.key(at)
+        if key is None:
+            return self.nothing
+        stretch = self.stretch(at, key)
+        if stretch is None:
+            return self.nothing
+        horizon = self.guards(at, stretch)
+        if horizon is None:
+            return self.nothing
+        k = self.repetitions(at, stretch, horizon)
+        if k < 1:
+            return self.nothing
+        return self.apply(at, key, stretch, horizon, k)
+
+
+def sleep_through(k: "Kernel", end: int, land: Callable[..., Any], *args: Any, scope: Any = None,
+                  fence: Any = None, fence_end: int | None = None,
+                  what: str = "a skip") -> Generator[Any, Any, "tuple[Event, SkipFence | None]"]:
+    """The commit of a sleeping skip: ``land(*args)`` at ``end`` (an event on
+    ``scope``: what it acts on, :meth:`~kenv.sim.engine.Engine.at_on`), the
+    CPUs ``fence`` fenced up to ``fence_end`` (``end`` if None; no fence if
+    ``fence`` is None: nothing else runs meanwhile), and the task blocks.
+    Returns, once it runs again, the landing event and the fence (the caller
+    lifts it when the skipped stretch is over)."""
+    ev = k.engine.at_on(scope, end, land, *args)
+    lock = None if fence is None else SkipFence.put(k, fence, end if fence_end is None else fence_end, what)
+    yield BLOCK
+    return ev, lock
