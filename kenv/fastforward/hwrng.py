@@ -731,7 +731,7 @@ class PollRule(JumpRule):
             return self.declines.decline(Reason.NO_QUIET_TIME)
         return Horizon(limit, scopes)
 
-    def repetitions(self, task: Task, plan: "CyclePlan", horizon: Horizon) -> int:
+    def repetitions(self, task: Task, here: Boundary, plan: "CyclePlan", horizon: Horizon) -> int:
         # Commit only the cycles that end before anything else runs: the first
         # one still going on at the limit is the one run in detail.
         n = min(plan.n, plan.cycles_ending_by(horizon.limit))

@@ -73,8 +73,9 @@ class JumpRule(ABC):
         scope and the guards it could cross; None if not even now (declined)."""
 
     @abstractmethod
-    def repetitions(self, at: Any, stretch: Any, horizon: Horizon) -> int:
-        """How many repetitions of ``stretch`` end by ``horizon`` (below 1: declined)."""
+    def repetitions(self, at: Any, key: Any, stretch: Any, horizon: Horizon) -> int:
+        """How many repetitions of ``stretch`` end by ``horizon`` without
+        crossing a guard (below 1: declined)."""
 
     @abstractmethod
     def apply(self, at: Any, key: Any, stretch: Any, horizon: Horizon, k: int) -> Any:
@@ -92,7 +93,7 @@ class JumpRule(ABC):
         horizon = self.guards(at, stretch)
         if horizon is None:
             return self.nothing
-        k = self.repetitions(at, stretch, horizon)
+        k = self.repetitions(at, key, stretch, horizon)
         if k < 1:
             return self.nothing
         return self.apply(at, key, stretch, horizon, k)
