@@ -176,6 +176,18 @@ class SpinPlan(NamedTuple):
     scopes: "frozenset[CPU] | None"
 
 
+class SpinAsk(NamedTuple):
+    """A reader's boundary for :class:`SpinRule`: spin through reads of
+    ``size`` bytes, at most ``max_reads`` (None: no limit); ``call``: the
+    read in progress whose words these are (skip_words), None: whole reads."""
+
+    task: Task
+    core: "HwrngCore"
+    size: int
+    max_reads: int | None
+    call: "ReadCall | None"
+
+
 class ScopeSet(NamedTuple):
     """The CPUs that the rng's users -- the readers seen, the hwrng kthread and
     the task that skips -- may run on (:meth:`HwrngFastForward._scopes`;
@@ -367,8 +379,9 @@ class HwrngFastForward:
         self.words_skipped = 0
         #: calls of forget(): a skip that slept across one learns nothing from its end
         self.forgotten = 0
-        #: the jump rule of the wait cycles (skip_polls)
+        #: the jump rules of the wait cycles (skip_polls) and the spinning reads (skip_reads, skip_words)
         self.polls = PollRule(self)
+        self.spins = SpinRule(self)
 
     # ------------------------------------------------------------ measuring
     def forget(self) -> None:
@@ -599,10 +612,10 @@ class HwrngFastForward:
         """Called by a reader between two ``read(size)`` of /dev/hwrng: spin
         through up to ``max_reads`` (None: no limit) whole reads when the
         driver spins, returning how many (0: the reader reads for real)."""
-        plan = self._plan_reads(task, core, size, max_reads)
-        if plan is None:
+        spin = self.spins.jump_at(SpinAsk(task, core, size, max_reads, None))
+        if spin is None:
             return 0
-        return (yield from SpinReads(self, task, core, size, plan).run())
+        return (yield from spin.run())
 
     def skip_words(self, task: Task, core: "HwrngCore", call: "ReadCall") -> TaskBody:
         """Called by rng_dev_read() at the top of its loop, ``rng_buffer``
@@ -613,62 +626,10 @@ class HwrngFastForward:
         event, and its words after the first wait the next step's way."""
         if call.size < 4 or call.size % 4 or core.read_budget is not None:
             return 0
-        plan = self._plan_reads(task, core, 4, call.size // 4)
-        if plan is None:
+        spin = self.spins.jump_at(SpinAsk(task, core, 4, call.size // 4, call))
+        if spin is None:
             return 0
-        return (yield from SpinReads(self, task, core, 4, plan, call=call).run())
-
-    def _plan_reads(self, task: Task, core: "HwrngCore", size: int, max_reads: int | None) -> SpinPlan | None:
-        rng = self.rng
-        k = task.k
-        rq = k.cpus[task.cpu]
-        now = k.now
-        lock = core.reading_mutex
-        if (rng.wait.sleeps or rng.quiet_until is None or k.engine.recorder is not None
-                or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
-                or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
-                or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
-                or rng.t_start is None or max_reads == 0 or rq.observer is not None):
-            return self.learned.declines.decline(Reason.SPIN_NOT_QUIET)
-        if not self._word_by_word:
-            return self.learned.declines.decline(Reason.SPIN_WORDS_OVERLAP)  # words could land while one is processed: not one word per read
-        r, c = self.readl_ns, self.copy_ns
-        w = size // 4
-        produced = rng.produced
-        first = produced(now + r) + 1            # the generator's index of the first word
-        # read q ends with its last word's copy (landing + status + data read +
-        # copy) before the step's end and before anything else can touch the
-        # reader: quiet_until's bound first, then the engine's (which may look
-        # at every pending event) where it is the earlier
-        q = (produced(rng.quiet_until - 3 * r - c) - first + 1) // w
-        if max_reads is not None:
-            q = min(q, max_reads)
-        if q < 1:
-            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
-        # the status read that starts now must find the FIFO empty
-        if rng.words_available(now + r):
-            return self.learned.declines.decline(Reason.SPIN_FIFO_NOT_EMPTY)
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
-        if limit < rng.quiet_until:
-            q = min(q, (produced(limit - 3 * r - c) - first + 1) // w)
-        # A spin that crosses recheck_at stops there for one more RNG_STATUS
-        # read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
-        # less spinning -- unless the word lands during that read.
-        recheck_word = None
-        R = rng.recheck_at
-        if R is not None and R > now and q >= 1:
-            i = produced(R) + 1 - first            # the first word landing after R
-            if 0 <= i < q * w and (now + r if i == 0 else rng.word_time(first + i - 1) + 4 * r + c) < R:
-                if R + r >= rng.word_time(first + i):
-                    q = i // w       # not followed here: stop before that word's read
-                else:
-                    recheck_word = i
-        if q < 1:
-            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
-        return SpinPlan(q, first, recheck_word, scopes)
+        return (yield from spin.run())
 
 
 class PollRule(JumpRule):
@@ -753,6 +714,109 @@ class PollRule(JumpRule):
             return None
         phase = (now - t_start) % self.ff._period if now >= t_start else ("before", t_start - now)
         return phase, rng.produced(now) - rng.produced(rng.last_read_ns)
+
+
+class SpinRule(JumpRule):
+    """The jump rule (kenv.fastforward.protocol) of a reader's ``cpu_relax()``
+    reads (:meth:`HwrngFastForward.skip_reads`, :meth:`~HwrngFastForward.skip_words`),
+    ``at`` a :class:`SpinAsk`: no key but the ask itself once the reader's
+    CPU and the lock are quiet (the reads follow from the generator's
+    landings alone); the stretch, the reads whose last word's copy ends by the
+    step's end (a :class:`SpinPlan`); the guard, the first event that may act
+    on the CPUs of the rng's users; the repetitions, the reads that end by
+    then, stopping at the driver's recheck (:meth:`_recheck`); applied by
+    :class:`SpinReads`."""
+
+    __slots__ = ("ff", "declines")
+
+    def __init__(self, ff: HwrngFastForward):
+        self.ff = ff
+        self.declines = ff.learned.declines
+
+    def key(self, ask: SpinAsk) -> SpinAsk | None:
+        ff = self.ff
+        rng = ff.rng
+        task, core, size, max_reads, _ = ask
+        k = task.k
+        rq = k.cpus[task.cpu]
+        now = k.now
+        lock = core.reading_mutex
+        if (rng.wait.sleeps or rng.quiet_until is None or k.engine.recorder is not None
+                or size < 4 or size % 4 or core.data_avail or core.buffer_size < 4 or lock.owner is not None
+                or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
+                or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
+                or rng.t_start is None or max_reads == 0 or rq.observer is not None):
+            return self.declines.decline(Reason.SPIN_NOT_QUIET)
+        if not ff._word_by_word:
+            # words could land while one is processed: not one word per read
+            return self.declines.decline(Reason.SPIN_WORDS_OVERLAP)
+        return ask
+
+    def stretch(self, ask: SpinAsk, _) -> SpinPlan | None:
+        ff = self.ff
+        rng = ff.rng
+        r, c = ff.readl_ns, ff.copy_ns
+        w = ask.size // 4
+        now = ask.task.k.now
+        produced = rng.produced
+        first = produced(now + r) + 1            # the generator's index of the first word
+        # read q ends with its last word's copy (landing + status + data read +
+        # copy) before the step's end and before anything else can touch the
+        # reader: quiet_until's bound here, the engine's (which may look at
+        # every pending event) in guards() and repetitions()
+        q = (produced(rng.quiet_until - 3 * r - c) - first + 1) // w
+        if ask.max_reads is not None:
+            q = min(q, ask.max_reads)
+        if q < 1:
+            return self.declines.decline(Reason.SPIN_TOO_SHORT)
+        # the status read that starts now must find the FIFO empty
+        if rng.words_available(now + r):
+            return self.declines.decline(Reason.SPIN_FIFO_NOT_EMPTY)
+        return SpinPlan(q, first, None, None)
+
+    def guards(self, ask: SpinAsk, plan: SpinPlan) -> Horizon | None:
+        scopes = self.ff._scopes(ask.task)
+        limit = ask.task.k.engine.quiet_limit(scopes)
+        if limit is None:
+            return self.declines.decline(Reason.NO_QUIET_TIME)
+        return Horizon(limit, scopes)
+
+    def repetitions(self, ask: SpinAsk, _, plan: SpinPlan, horizon: Horizon) -> int:
+        ff = self.ff
+        rng = ff.rng
+        q = plan.reads
+        if horizon.limit < rng.quiet_until:
+            q = min(q, (rng.produced(horizon.limit - 3 * ff.readl_ns - ff.copy_ns) - plan.first_word + 1)
+                    // (ask.size // 4))
+        q, _ = self._recheck(ask, plan.first_word, q)
+        if q < 1:
+            return self.declines.decline(Reason.SPIN_TOO_SHORT, 0)
+        return q
+
+    def apply(self, ask: SpinAsk, _, plan: SpinPlan, horizon: Horizon, q: int) -> "SpinReads":
+        _, recheck_word = self._recheck(ask, plan.first_word, q)
+        return SpinReads(self.ff, ask.task, ask.core, ask.size, SpinPlan(q, plan.first_word, recheck_word,
+                                                                         horizon.scopes), call=ask.call)
+
+    def _recheck(self, ask: SpinAsk, first: int, q: int) -> tuple[int, int | None]:
+        """A spin that crosses recheck_at stops there for one more RNG_STATUS
+        read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
+        less spinning -- unless the word lands during that read.  The reads
+        (``q`` or fewer: stop before that word's read) and the word whose spin
+        crosses it (or None).  The same for the ``q`` it returns."""
+        ff = self.ff
+        rng = ff.rng
+        r, c = ff.readl_ns, ff.copy_ns
+        w = ask.size // 4
+        now = ask.task.k.now
+        R = rng.recheck_at
+        if R is not None and R > now and q >= 1:
+            i = rng.produced(R) + 1 - first            # the first word landing after R
+            if 0 <= i < q * w and (now + r if i == 0 else rng.word_time(first + i - 1) + 4 * r + c) < R:
+                if R + r >= rng.word_time(first + i):
+                    return i // w, None       # not followed here: stop before that word's read
+                return q, i
+        return q, None
 
 
 class CyclePlan:
