@@ -46,7 +46,7 @@ from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_time
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
 from .declines import Declines, Reason
-from .protocol import Horizon, JumpRule, sleep_through
+from .protocol import Horizon, JumpRule, quiet_horizon, sleep_through
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
@@ -685,12 +685,7 @@ class PollRule(JumpRule):
         return plan
 
     def guards(self, task: Task, plan: "CyclePlan") -> Horizon | None:
-        # (asked after the plan: the engine may look at every pending event)
-        scopes = self.ff._scopes(task)
-        limit = task.k.engine.quiet_limit(scopes)
-        if limit is None:
-            return self.declines.decline(Reason.NO_QUIET_TIME)
-        return Horizon(limit, scopes)
+        return quiet_horizon(task.k.engine, self.ff._scopes(task), self.declines)
 
     def repetitions(self, task: Task, here: Boundary, plan: "CyclePlan", horizon: Horizon) -> int:
         # Commit only the cycles that end before anything else runs: the first
@@ -775,11 +770,7 @@ class SpinRule(JumpRule):
         return SpinPlan(q, first, None, None)
 
     def guards(self, ask: SpinAsk, plan: SpinPlan) -> Horizon | None:
-        scopes = self.ff._scopes(ask.task)
-        limit = ask.task.k.engine.quiet_limit(scopes)
-        if limit is None:
-            return self.declines.decline(Reason.NO_QUIET_TIME)
-        return Horizon(limit, scopes)
+        return quiet_horizon(ask.task.k.engine, self.ff._scopes(ask.task), self.declines)
 
     def repetitions(self, ask: SpinAsk, _, plan: SpinPlan, horizon: Horizon) -> int:
         ff = self.ff

@@ -15,7 +15,8 @@ A fast-forward implements :class:`JumpRule`'s five steps; :meth:`JumpRule.jump_a
 is the loop, here only.  Each step that gives the boundary back to the
 detailed simulation says why (``declines.decline(Reason.X)``,
 kenv.fastforward.declines) and returns None; the loop then returns the rule's
-``nothing``.  :func:`sleep_through` is the commit every sleeping skip shares:
+``nothing``.  :func:`quiet_horizon` is the guard "nothing scheduled in
+scope"; :func:`sleep_through` is the commit every sleeping skip shares:
 the landing event at the stretch's end, the fence of the CPUs in scope, the
 block.
 
@@ -32,10 +33,12 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, NamedTuple
 
 from ..kernel.core import BLOCK
 from ..kernel.observe import SkipFence
+from .declines import Reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import Kernel
-    from ..sim.engine import Event
+    from ..sim.engine import Engine, Event
+    from .declines import Declines
 
 
 class Horizon(NamedTuple):
@@ -97,6 +100,17 @@ class JumpRule(ABC):
         if k < 1:
             return self.nothing
         return self.apply(at, key, stretch, horizon, k)
+
+
+def quiet_horizon(engine: "Engine", scopes: Any, declines: "Declines") -> Horizon | None:
+    """Nothing scheduled in scope: a :class:`Horizon` up to the first pending
+    event that may act on ``scopes`` (:meth:`~kenv.sim.engine.Engine.quiet_limit`;
+    None: every event counts), or None (not even now: declined
+    ``NO_QUIET_TIME``).  Asked last: the engine may look at every pending event."""
+    limit = engine.quiet_limit(scopes)
+    if limit is None:
+        return declines.decline(Reason.NO_QUIET_TIME)
+    return Horizon(limit, scopes)
 
 
 def sleep_through(k: "Kernel", end: int, land: Callable[..., Any], *args: Any, scope: Any = None,
