@@ -2,9 +2,10 @@
 
 Every fast-forward skips the same way: at a *boundary* of a component's life
 it takes a *key* from the component's state (or declines: the boundary is not
-clean), looks up the *stretch* it learned to follow that key (repetitions of
-one or a few stretches simulated in detail and found alike,
-:class:`~kenv.sim.learner.TwiceAlike`) up to the component's own horizon,
+clean), looks up the *stretch* it learned to follow that key (stretches
+simulated in detail: qperf's found alike twice,
+:class:`~kenv.sim.learner.TwiceAlike`; hwrng's checked against the
+generator's landings) up to the component's own horizon,
 then asks its *guards* how far that stretch can be committed to -- the first
 event scheduled in scope (:meth:`~kenv.sim.engine.Engine.quiet_limit`), the
 engine's ``until``, a driver rule's threshold, a FIFO landing, a timer expiry
@@ -23,7 +24,11 @@ block.
 The rules: :class:`~kenv.fastforward.hwrng.PollRule` (a poller's wait
 cycles), :class:`~kenv.fastforward.hwrng.SpinRule` (a reader's ``cpu_relax()``
 reads) and :class:`~kenv.fastforward.qperf.QperfFastForward` (qperf's round
-trips).
+trips).  The hwrng rules' guard is :func:`quiet_horizon` over the CPUs of
+the rng's users; qperf's is the slice's bound (run_slice ends it at the
+rare events), and its repetitions take in the pending events they can
+compute (a mix timer firing on an idle CPU, kenv.fastforward.qperf_guards)
+instead of stopping at them.
 """
 
 from __future__ import annotations
