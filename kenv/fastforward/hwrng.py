@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, RunUntil, Task, TaskBody
 from ..kernel.mutex import mutex_lock, mutex_unlock
-from ..kernel.observe import SkipFence, account_skipped_stretch
+from ..kernel.observe import account_skipped_stretch
 from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_timeout_left
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
 from .declines import Declines, Reason
-from .protocol import Horizon, JumpRule, quiet_horizon, sleep_through
+from .protocol import Horizon, JumpRule, commit_skip, quiet_horizon
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
@@ -935,8 +935,8 @@ class PollSkip:
         ff.jumps += 1
         # the skipped cycles end at boundary(n), before anything else runs: their
         # effects then, and the landing cycle's wait begins there (_land)
-        land, fence = yield from sleep_through(k, plan.boundary(n), self._land, fence=self.scopes,
-                                               what="a hwrng poll skip")
+        land, fence = yield from commit_skip(k, plan.boundary(n), land=self._land, fence=self.scopes,
+                                             what="a hwrng poll skip")
         while self.timer is None and self.ev is None:
             # back before the skipped stretch ended: a wakeup was pending as the
             # poller went to sleep, and schedule() returned at once, as in detail
@@ -1069,8 +1069,8 @@ class SpinReads:
         nw = plan.reads * self.w
         last = self.landing(nw - 1)
         end = last + 3 * r + c               # the last word's copy ends
-        fence = None if plan.scopes is None else SkipFence.put(task.k, plan.scopes, end, "a hwrng spin-read skip")
-        yield RunUntil(end)
+        _, fence = yield from commit_skip(task.k, end, RunUntil(end), fence=plan.scopes,
+                                          what="a hwrng spin-read skip")
         if fence is not None:
             fence.lift()
         comm = task.comm

@@ -17,9 +17,9 @@ is the loop, here only.  Each step that gives the boundary back to the
 detailed simulation says why (``declines.decline(Reason.X)``,
 kenv.fastforward.declines) and returns None; the loop then returns the rule's
 ``nothing``.  :func:`quiet_horizon` is the guard "nothing scheduled in
-scope"; :func:`sleep_through` is the commit every sleeping skip shares:
-the landing event at the stretch's end, the fence of the CPUs in scope, the
-block.
+scope"; :func:`commit_skip` is the commit every skip shares: the
+landing event at the stretch's end, the fence of the CPUs in scope, the
+block (or the spin) through it.
 
 The rules: :class:`~kenv.fastforward.hwrng.PollRule` (a poller's wait
 cycles), :class:`~kenv.fastforward.hwrng.SpinRule` (a reader's ``cpu_relax()``
@@ -118,16 +118,17 @@ def quiet_horizon(engine: "Engine", scopes: Any, declines: "Declines") -> Horizo
     return Horizon(limit, scopes)
 
 
-def sleep_through(k: "Kernel", end: int, land: Callable[..., Any], *args: Any, scope: Any = None,
-                  fence: Any = None, fence_end: int | None = None,
-                  what: str = "a skip") -> Generator[Any, Any, "tuple[Event, SkipFence | None]"]:
-    """The commit of a sleeping skip: ``land(*args)`` at ``end`` (an event on
-    ``scope``: what it acts on, :meth:`~kenv.sim.engine.Engine.at_on`), the
-    CPUs ``fence`` fenced up to ``fence_end`` (``end`` if None; no fence if
-    ``fence`` is None: nothing else runs meanwhile), and the task blocks.
-    Returns, once it runs again, the landing event and the fence (the caller
-    lifts it when the skipped stretch is over)."""
-    ev = k.engine.at_on(scope, end, land, *args)
-    lock = None if fence is None else SkipFence.put(k, fence, end if fence_end is None else fence_end, what)
-    yield BLOCK
+def commit_skip(k: "Kernel", end: int, wait: Any = BLOCK, land: Callable[..., Any] | None = None,
+                args: tuple = (), scope: Any = None, fence: Any = None,
+                what: str = "a skip") -> Generator[Any, Any, "tuple[Event | None, SkipFence | None]"]:
+    """The commit of a skip to ``end``: ``land(*args)`` then, if given (an
+    event on ``scope``: what it acts on, :meth:`~kenv.sim.engine.Engine.at_on`),
+    the CPUs ``fence`` fenced up to ``end`` (no fence if None: nothing else runs
+    meanwhile), and the task waits: ``wait`` is BLOCK (it sleeps through the
+    stretch) or a RunUntil (it spins through it).  Returns, once it runs again,
+    the landing event and the fence (the caller lifts it when the skipped
+    stretch is over)."""
+    ev = None if land is None else k.engine.at_on(scope, end, land, *args)
+    lock = None if fence is None else SkipFence.put(k, fence, end, what)
+    yield wait
     return ev, lock

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..kernel.core import Task, TaskBody
 from ..kernel.observe import account_skipped_stretch
-from .protocol import sleep_through
+from .protocol import commit_skip
 from .qperf_records import Jump, Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,8 +165,8 @@ class QperfJump:
             for ep in (ff.client, ff.server):
                 recorder.slice("aggregated", (ep.k.name, ep.cpu), f"qperf: {k} round trips (aggregated)",
                                t, t_resume, round_trips=k, rtt_ns=rtt, msg_size=ff.wl.size)
-        yield from sleep_through(ff.client.k, t_resume - costs.wakeup_ns - costs.context_switch_ns,
-                                 self._end, jump, scope=ff.client.rq)
+        yield from commit_skip(ff.client.k, t_resume - costs.wakeup_ns - costs.context_switch_ns,
+                               land=self._end, args=(jump,), scope=ff.client.rq)
         # the jump's own block/wake moved min_vruntime; put back what k
         # steady round trips would have left
         mv = self.min_vr_after
