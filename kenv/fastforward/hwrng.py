@@ -41,11 +41,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..kernel.core import BLOCK, NICE_0_LOAD, RunUntil, Task, TaskBody
 from ..kernel.mutex import mutex_lock, mutex_unlock
-from ..kernel.observe import SkipFence, account_skipped_stretch
+from ..kernel.observe import account_skipped_stretch
 from ..kernel.sleep import schedule_timeout, schedule_timeout_arm, schedule_timeout_left
 from ..kernel.timer import LVL_GRAN, calc_wheel_index, timer_list
 from ..sim.engine import NSEC_PER_SEC
 from .declines import Declines, Reason
+from .protocol import Horizon, JumpRule, commit_skip, quiet_horizon
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kernel.core import CPU, Kernel
@@ -173,6 +174,18 @@ class SpinPlan(NamedTuple):
     first_word: int
     recheck_word: int | None
     scopes: "frozenset[CPU] | None"
+
+
+class SpinAsk(NamedTuple):
+    """A reader's boundary for :class:`SpinRule`: spin through reads of
+    ``size`` bytes, at most ``max_reads`` (None: no limit); ``call``: the
+    read in progress whose words these are (skip_words), None: whole reads."""
+
+    task: Task
+    core: "HwrngCore"
+    size: int
+    max_reads: int | None
+    call: "ReadCall | None"
 
 
 class ScopeSet(NamedTuple):
@@ -366,6 +379,9 @@ class HwrngFastForward:
         self.words_skipped = 0
         #: calls of forget(): a skip that slept across one learns nothing from its end
         self.forgotten = 0
+        #: the jump rules of the wait cycles (skip_polls) and the spinning reads (skip_reads, skip_words)
+        self.polls = PollRule(self)
+        self.spins = SpinRule(self)
 
     # ------------------------------------------------------------ measuring
     def forget(self) -> None:
@@ -520,65 +536,11 @@ class HwrngFastForward:
         from here on are known and nothing else runs meanwhile, sleep past
         them and return True (the loop then reads ``RNG_STATUS``); else return
         False at once (the loop waits for real)."""
-        skip = self._plan(task)
+        skip = self.polls.jump_at(task)
         if skip is None:
             return False
         yield from skip.sleep()
         return True
-
-    def _plan(self, task: Task) -> "PollSkip | None":
-        here = self._learn(task)
-        if here is None:
-            return self.learned.declines.decline(Reason.POLL_BOUNDARY_NOT_CLEAN)
-        rng = self.rng
-        k = task.k
-        table = self._table(task)
-        if not table or rng.dying.done:
-            return self.learned.declines.decline(Reason.POLL_NOTHING_LEARNED)
-        now = here.counters.time
-        horizon = rng.quiet_until
-        until = k.engine.until
-        if until is not None and until < horizon:
-            horizon = until
-        no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
-        if no_reads:
-            # (a plan that may not take a read is short and seldom made twice alike)
-            plan = self._make_plan(k, table, here.key, now, horizon, no_reads)
-        else:
-            # the same start key, FIFO, generator phase and horizon make the same plan
-            pkey = (here.key, rng.level_after_last_read, self._generator_phase(now), horizon - now,
-                    rng.wait_log is not None)
-            made = table.plans.get(pkey, _UNPLANNED)
-            if made is _UNPLANNED:
-                plan = self._make_plan(k, table, here.key, now, horizon, no_reads)
-                self.learned.keep_plan(table, pkey, None if plan is None else plan.relative())
-            else:
-                plan = None if made is None else CyclePlan.from_relative(now, made)
-        if plan is None:
-            return self.learned.declines.decline(Reason.POLL_NO_PLAN)
-        # Commit only the cycles that end before anything else runs: the first
-        # one still going on at ``limit`` is the one run in detail.  (Asked
-        # after the plan: the engine may look at every pending event.)
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
-        landing = min(plan.n + 1, plan.cycles_ending_by(limit) + 1)
-        if landing < 2:
-            return self.learned.declines.decline(Reason.POLL_TOO_SHORT)
-        return PollSkip(self, task, plan, landing, here.counters, scopes)
-
-    def _generator_phase(self, now: int):
-        """What the FIFO's status reads from ``now`` on depend on besides its
-        level: the phase of ``now`` within the generator's landing period
-        (before the generator starts, the time to its start) and the words
-        landed since the last read."""
-        rng = self.rng
-        t_start = rng.t_start
-        if t_start is None:
-            return None
-        phase = (now - t_start) % self._period if now >= t_start else ("before", t_start - now)
-        return phase, rng.produced(now) - rng.produced(rng.last_read_ns)
 
     def _make_plan(self, k, table: CycleTable, key: StartKey, now: int, horizon: int,
                    no_reads: bool) -> "CyclePlan | None":
@@ -650,10 +612,10 @@ class HwrngFastForward:
         """Called by a reader between two ``read(size)`` of /dev/hwrng: spin
         through up to ``max_reads`` (None: no limit) whole reads when the
         driver spins, returning how many (0: the reader reads for real)."""
-        plan = self._plan_reads(task, core, size, max_reads)
-        if plan is None:
+        spin = self.spins.jump_at(SpinAsk(task, core, size, max_reads, None))
+        if spin is None:
             return 0
-        return (yield from SpinReads(self, task, core, size, plan).run())
+        return (yield from spin.run())
 
     def skip_words(self, task: Task, core: "HwrngCore", call: "ReadCall") -> TaskBody:
         """Called by rng_dev_read() at the top of its loop, ``rng_buffer``
@@ -664,13 +626,112 @@ class HwrngFastForward:
         event, and its words after the first wait the next step's way."""
         if call.size < 4 or call.size % 4 or core.read_budget is not None:
             return 0
-        plan = self._plan_reads(task, core, 4, call.size // 4)
-        if plan is None:
+        spin = self.spins.jump_at(SpinAsk(task, core, 4, call.size // 4, call))
+        if spin is None:
             return 0
-        return (yield from SpinReads(self, task, core, 4, plan, call=call).run())
+        return (yield from spin.run())
 
-    def _plan_reads(self, task: Task, core: "HwrngCore", size: int, max_reads: int | None) -> SpinPlan | None:
-        rng = self.rng
+
+class PollRule(JumpRule):
+    """The jump rule (kenv.fastforward.protocol) of a poller's wait cycles
+    (:meth:`HwrngFastForward.skip_polls`), ``at`` the poller: the key, the
+    boundary where a status read just found the FIFO empty (its counters and
+    start key, :meth:`HwrngFastForward._learn`); the stretch, the
+    :class:`CyclePlan` of known cycles to the step's end and the engine's
+    ``until``, checked against the generator's landings; the guard, the first
+    event that may act on the CPUs of the rng's users
+    (:meth:`HwrngFastForward._scopes`); applied by a :class:`PollSkip`."""
+
+    __slots__ = ("ff", "declines")
+
+    def __init__(self, ff: HwrngFastForward):
+        self.ff = ff
+        self.declines = ff.learned.declines
+
+    def key(self, task: Task) -> Boundary | None:
+        here = self.ff._learn(task)
+        if here is None:
+            return self.declines.decline(Reason.POLL_BOUNDARY_NOT_CLEAN)
+        return here
+
+    def stretch(self, task: Task, here: Boundary) -> "CyclePlan | None":
+        ff = self.ff
+        rng = ff.rng
+        k = task.k
+        table = ff._table(task)
+        if not table or rng.dying.done:
+            return self.declines.decline(Reason.POLL_NOTHING_LEARNED)
+        now = here.counters.time
+        horizon = rng.quiet_until
+        until = k.engine.until
+        if until is not None and until < horizon:
+            horizon = until
+        no_reads = rng.core.read_budget is not None   # the step ends at a read: it must be real
+        if no_reads:
+            # (a plan that may not take a read is short and seldom made twice alike)
+            plan = ff._make_plan(k, table, here.key, now, horizon, no_reads)
+        else:
+            # the same start key, FIFO, generator phase and horizon make the same plan
+            pkey = (here.key, rng.level_after_last_read, self._generator_phase(now), horizon - now,
+                    rng.wait_log is not None)
+            made = table.plans.get(pkey, _UNPLANNED)
+            if made is _UNPLANNED:
+                plan = ff._make_plan(k, table, here.key, now, horizon, no_reads)
+                ff.learned.keep_plan(table, pkey, None if plan is None else plan.relative())
+            else:
+                plan = None if made is None else CyclePlan.from_relative(now, made)
+        if plan is None:
+            return self.declines.decline(Reason.POLL_NO_PLAN)
+        return plan
+
+    def guards(self, task: Task, plan: "CyclePlan") -> Horizon | None:
+        return quiet_horizon(task.k.engine, self.ff._scopes(task), self.declines)
+
+    def repetitions(self, task: Task, here: Boundary, plan: "CyclePlan", horizon: Horizon) -> int:
+        # Commit only the cycles that end before anything else runs: the first
+        # one still going on at the limit is the one run in detail.
+        n = min(plan.n, plan.cycles_ending_by(horizon.limit))
+        if n < 1:
+            return self.declines.decline(Reason.POLL_TOO_SHORT, 0)
+        return n
+
+    def apply(self, task: Task, here: Boundary, plan: "CyclePlan", horizon: Horizon, k: int) -> "PollSkip":
+        return PollSkip(self.ff, task, plan, k + 1, here.counters, horizon.scopes)
+
+    def _generator_phase(self, now: int):
+        """What the FIFO's status reads from ``now`` on depend on besides its
+        level: the phase of ``now`` within the generator's landing period
+        (before the generator starts, the time to its start) and the words
+        landed since the last read."""
+        rng = self.ff.rng
+        t_start = rng.t_start
+        if t_start is None:
+            return None
+        phase = (now - t_start) % self.ff._period if now >= t_start else ("before", t_start - now)
+        return phase, rng.produced(now) - rng.produced(rng.last_read_ns)
+
+
+class SpinRule(JumpRule):
+    """The jump rule (kenv.fastforward.protocol) of a reader's ``cpu_relax()``
+    reads (:meth:`HwrngFastForward.skip_reads`, :meth:`~HwrngFastForward.skip_words`),
+    ``at`` a :class:`SpinAsk`: no key but the ask itself once the reader's
+    CPU and the lock are quiet (the reads follow from the generator's
+    landings alone); the stretch, the reads whose last word's copy ends by the
+    step's end (a :class:`SpinPlan`); the guard, the first event that may act
+    on the CPUs of the rng's users; the repetitions, the reads that end by
+    then, stopping at the driver's recheck (:meth:`_recheck`); applied by
+    :class:`SpinReads`."""
+
+    __slots__ = ("ff", "declines")
+
+    def __init__(self, ff: HwrngFastForward):
+        self.ff = ff
+        self.declines = ff.learned.declines
+
+    def key(self, ask: SpinAsk) -> SpinAsk | None:
+        ff = self.ff
+        rng = ff.rng
+        task, core, size, max_reads, _ = ask
         k = task.k
         rq = k.cpus[task.cpu]
         now = k.now
@@ -680,46 +741,73 @@ class HwrngFastForward:
                 or lock.wait_list or rq.curr is not task or rq.cfs_queue or rq.rt_queue
                 or rq.irq_until > now or rq.need_resched or task.weight != NICE_0_LOAD
                 or rng.t_start is None or max_reads == 0 or rq.observer is not None):
-            return self.learned.declines.decline(Reason.SPIN_NOT_QUIET)
-        if not self._word_by_word:
-            return self.learned.declines.decline(Reason.SPIN_WORDS_OVERLAP)  # words could land while one is processed: not one word per read
-        r, c = self.readl_ns, self.copy_ns
-        w = size // 4
+            return self.declines.decline(Reason.SPIN_NOT_QUIET)
+        if not ff._word_by_word:
+            # words could land while one is processed: not one word per read
+            return self.declines.decline(Reason.SPIN_WORDS_OVERLAP)
+        return ask
+
+    def stretch(self, ask: SpinAsk, _) -> SpinPlan | None:
+        ff = self.ff
+        rng = ff.rng
+        r, c = ff.readl_ns, ff.copy_ns
+        w = ask.size // 4
+        now = ask.task.k.now
         produced = rng.produced
         first = produced(now + r) + 1            # the generator's index of the first word
         # read q ends with its last word's copy (landing + status + data read +
         # copy) before the step's end and before anything else can touch the
-        # reader: quiet_until's bound first, then the engine's (which may look
-        # at every pending event) where it is the earlier
+        # reader: quiet_until's bound here, the engine's (which may look at
+        # every pending event) in guards() and repetitions()
         q = (produced(rng.quiet_until - 3 * r - c) - first + 1) // w
-        if max_reads is not None:
-            q = min(q, max_reads)
+        if ask.max_reads is not None:
+            q = min(q, ask.max_reads)
         if q < 1:
-            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
+            return self.declines.decline(Reason.SPIN_TOO_SHORT)
         # the status read that starts now must find the FIFO empty
         if rng.words_available(now + r):
-            return self.learned.declines.decline(Reason.SPIN_FIFO_NOT_EMPTY)
-        scopes = self._scopes(task)
-        limit = k.engine.quiet_limit(scopes)
-        if limit is None:
-            return self.learned.declines.decline(Reason.NO_QUIET_TIME)
-        if limit < rng.quiet_until:
-            q = min(q, (produced(limit - 3 * r - c) - first + 1) // w)
-        # A spin that crosses recheck_at stops there for one more RNG_STATUS
-        # read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
-        # less spinning -- unless the word lands during that read.
-        recheck_word = None
+            return self.declines.decline(Reason.SPIN_FIFO_NOT_EMPTY)
+        return SpinPlan(q, first, None, None)
+
+    def guards(self, ask: SpinAsk, plan: SpinPlan) -> Horizon | None:
+        return quiet_horizon(ask.task.k.engine, self.ff._scopes(ask.task), self.declines)
+
+    def repetitions(self, ask: SpinAsk, _, plan: SpinPlan, horizon: Horizon) -> int:
+        ff = self.ff
+        rng = ff.rng
+        q = plan.reads
+        if horizon.limit < rng.quiet_until:
+            q = min(q, (rng.produced(horizon.limit - 3 * ff.readl_ns - ff.copy_ns) - plan.first_word + 1)
+                    // (ask.size // 4))
+        q, _ = self._recheck(ask, plan.first_word, q)
+        if q < 1:
+            return self.declines.decline(Reason.SPIN_TOO_SHORT, 0)
+        return q
+
+    def apply(self, ask: SpinAsk, _, plan: SpinPlan, horizon: Horizon, q: int) -> "SpinReads":
+        _, recheck_word = self._recheck(ask, plan.first_word, q)
+        return SpinReads(self.ff, ask.task, ask.core, ask.size, SpinPlan(q, plan.first_word, recheck_word,
+                                                                         horizon.scopes), call=ask.call)
+
+    def _recheck(self, ask: SpinAsk, first: int, q: int) -> tuple[int, int | None]:
+        """A spin that crosses recheck_at stops there for one more RNG_STATUS
+        read (bcm2835_rng_read's loop), then spins on: one more wait, ``r``
+        less spinning -- unless the word lands during that read.  The reads
+        (``q`` or fewer: stop before that word's read) and the word whose spin
+        crosses it (or None).  The same for the ``q`` it returns."""
+        ff = self.ff
+        rng = ff.rng
+        r, c = ff.readl_ns, ff.copy_ns
+        w = ask.size // 4
+        now = ask.task.k.now
         R = rng.recheck_at
         if R is not None and R > now and q >= 1:
-            i = produced(R) + 1 - first            # the first word landing after R
+            i = rng.produced(R) + 1 - first            # the first word landing after R
             if 0 <= i < q * w and (now + r if i == 0 else rng.word_time(first + i - 1) + 4 * r + c) < R:
                 if R + r >= rng.word_time(first + i):
-                    q = i // w       # not followed here: stop before that word's read
-                else:
-                    recheck_word = i
-        if q < 1:
-            return self.learned.declines.decline(Reason.SPIN_TOO_SHORT)
-        return SpinPlan(q, first, recheck_word, scopes)
+                    return i // w, None       # not followed here: stop before that word's read
+                return q, i
+        return q, None
 
 
 class CyclePlan:
@@ -847,9 +935,8 @@ class PollSkip:
         ff.jumps += 1
         # the skipped cycles end at boundary(n), before anything else runs: their
         # effects then, and the landing cycle's wait begins there (_land)
-        land = k.engine.at(plan.boundary(n), self._land)
-        fence = None if self.scopes is None else SkipFence.put(k, self.scopes, plan.boundary(n), "a hwrng poll skip")
-        yield BLOCK
+        land, fence = yield from commit_skip(k, plan.boundary(n), land=self._land, fence=self.scopes,
+                                             what="a hwrng poll skip")
         while self.timer is None and self.ev is None:
             # back before the skipped stretch ended: a wakeup was pending as the
             # poller went to sleep, and schedule() returned at once, as in detail
@@ -982,8 +1069,8 @@ class SpinReads:
         nw = plan.reads * self.w
         last = self.landing(nw - 1)
         end = last + 3 * r + c               # the last word's copy ends
-        fence = None if plan.scopes is None else SkipFence.put(task.k, plan.scopes, end, "a hwrng spin-read skip")
-        yield RunUntil(end)
+        _, fence = yield from commit_skip(task.k, end, RunUntil(end), fence=plan.scopes,
+                                          what="a hwrng spin-read skip")
         if fence is not None:
             fence.lift()
         comm = task.comm

@@ -76,7 +76,6 @@ the same figures.
 
 from __future__ import annotations
 
-import bisect
 from operator import sub
 from typing import TYPE_CHECKING
 
@@ -84,10 +83,12 @@ from ..drivers.random import MIX_INFLIGHT
 from ..kernel.core import Task, TaskBody
 from ..sim.learner import TwiceAlike
 from .declines import Declines, Reason
-from .qperf_records import (MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, Plan, RoundTrip,
+from .protocol import Horizon, JumpRule
+from .qperf_records import (LEARNED, MAX_JUMP_ROUND_TRIPS, NO_REFILLS, STEADY, FastForwardStats, Jump, Plan, RoundTrip,
                             Snapshot, TimerTrigger, deltas_of, machine_key, new_table)
 from .qperf_busy import BusyStretches
 from .qperf_jump import QperfJump
+from .qperf_guards import take_timer
 from .qperf_refills import Refills
 from .qperf_tails import SteadyTails
 from .qperf_ticks import BusyTicks
@@ -97,8 +98,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..workloads.qperf import QperfEndpoint, QperfPair
 
 
-class QperfFastForward:
-    """The fast-forward of one qperf pair: what it learned, and the jump in progress."""
+class QperfFastForward(JumpRule):
+    """The fast-forward of one qperf pair: what it learned, and the jump in
+    progress; a jump rule (kenv.fastforward.protocol) whose boundary is the
+    top of the client's loop (``at``: its time)."""
+
+    nothing = 0
 
     def __init__(self, pair: "QperfPair"):
         self.pair = pair
@@ -225,52 +230,82 @@ class QperfFastForward:
         the next round trips are the steady one (the model is deterministic
         between rare events), and the exact mode checks it.
         """
+        return self.jump_at(t)
+
+    # --------------------------- the jump rule (kenv.fastforward.protocol)
+    def key(self, t: int):
+        """The refills owed at a clean boundary (NO_REFILLS: none,
+        refills_owed), LEARNED where the steady round trip was just learned,
+        or None (declined)."""
         owed = self.refills_owed()
         clean = owed == NO_REFILLS
         fresh, self.fresh = self.fresh, False
-        if self.steady is not None:
-            # measured already (only a new size measures again, from a fresh
-            # ``prev``): no snapshot needed
-            if self.refills is not None and self.refills.measuring is not None:
-                self.refills.end_measure(t, clean)
-            if self.triggers is not None and self.triggers.measuring is not None:
-                self.triggers.end_measure(t)
-            if self.busy_ticks is not None and self.busy_ticks.measuring is not None:
-                self.busy_ticks.end_measure(t)
-            if fresh:
-                # (the first round trip of a run, from qperf's wakeup, is not a steady
-                # one for min_vruntime: the steady lag of min_vruntime behind qperf's
-                # vruntime builds up in it)
-                return self.declines.decline(Reason.QP_RUN_START, 0)
-            if owed is None:
-                return self.declines.decline(Reason.QP_NOT_CLEAN, 0)
-            if not clean:
-                if self.threaded:
-                    return self.declines.decline(Reason.QP_THREADED, 0)
-                k = (self.refills.plan(t, owed) if self.refills is not None
-                     else self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0))
-                return k or (self.triggers.plan_from_refill(t, owed) if self.triggers is not None else 0)
-            k = self._plan_jump(t)
-            if k == 0 and not self.threaded:
-                if self.triggers is not None:
-                    self.triggers.start_measure(t)
-                if self.plan.tick_candidate is not None:
-                    self.busy_ticks.start_measure(t)
-            return k
+        if self.steady is None:
+            return self._learn_steady(t, clean)
+        # measured already (only a new size measures again, from a fresh
+        # ``prev``): no snapshot needed
+        if self.refills is not None and self.refills.measuring is not None:
+            self.refills.end_measure(t, clean)
+        if self.triggers is not None and self.triggers.measuring is not None:
+            self.triggers.end_measure(t)
+        if self.busy_ticks is not None and self.busy_ticks.measuring is not None:
+            self.busy_ticks.end_measure(t)
+        if fresh:
+            # (the first round trip of a run, from qperf's wakeup, is not a steady
+            # one for min_vruntime: the steady lag of min_vruntime behind qperf's
+            # vruntime builds up in it)
+            return self.declines.decline(Reason.QP_RUN_START)
+        if owed is None:
+            return self.declines.decline(Reason.QP_NOT_CLEAN)
+        return owed
+
+    def stretch(self, t: int, owed):
+        """The steady round trip from a clean boundary; the refill round trip
+        (Refills, WqTriggers) from one that owes refills."""
+        if owed is LEARNED or owed == NO_REFILLS:
+            return self.steady
+        if self.threaded:
+            return self.declines.decline(Reason.QP_THREADED)
+        return owed
+
+    def guards(self, t: int, stretch) -> Horizon:
+        """The slice's bound (run_slice: the rare events bound it, t_hold
+        where the traffic changes); the rest, driver thresholds and timers, cut
+        the repetitions (_plan)."""
+        return Horizon(self.pair.t_limit)
+
+    def repetitions(self, t: int, owed, stretch, horizon: Horizon) -> int:
+        if stretch is not self.steady:      # the refill round trip
+            k = (self.refills.plan(t, owed) if self.refills is not None
+                 else self.declines.decline(Reason.QP_REFILL_NOT_LEARNED, 0))
+            return k or (self.triggers.plan_from_refill(t, owed) if self.triggers is not None else 0)
+        k = self._plan_jump(t, horizon.limit)
+        if k == 0 and not self.threaded and owed is not LEARNED:
+            if self.triggers is not None:
+                self.triggers.start_measure(t)
+            if self.plan.tick_candidate is not None:
+                self.busy_ticks.start_measure(t)
+        return k
+
+    def apply(self, t: int, owed, stretch, horizon: Horizon, k: int) -> int:
+        return k     # (jump() runs them)
+
+    def _learn_steady(self, t: int, clean: bool):
+        """Two consecutive clean round trips alike: the steady one (LEARNED), else None."""
         snap = Snapshot(t, self.state(), self.irqs(), self.disturbs() if clean else -1)
         prev = self.prev
         self.prev = snap
         busy = self.busy_log.log(t, clean)
         if not clean:
-            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN)
         if prev is None or prev.disturb < 0 or prev.disturb != snap.disturb:
             self.steadies.forget(STEADY)     # (two consecutive ones)
-            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN)
         rec = RoundTrip(t - prev.t, deltas_of(prev.state, snap.state),
                         tuple(map(sub, snap.irqs, prev.irqs)), self.last_irqs_from(prev.t))
         if self.steadies.offer(STEADY, rec) is None:
             self.busy_log.candidate = busy
-            return self.declines.decline(Reason.QP_STEADY_UNKNOWN, 0)
+            return self.declines.decline(Reason.QP_STEADY_UNKNOWN)
         self._set_steady(rec)
         self._vr_lag = tuple(h[6] - h[0] for h in snap.state)   # min_vruntime - qperf's vruntime
         self._learned["vr_lag"][STEADY] = self._vr_lag
@@ -278,7 +313,7 @@ class QperfFastForward:
         self.busy = busy if busy is not None and busy == self.busy_log.candidate else None
         self.busy_log.stop()
         self._learned["busy"][STEADY] = self.busy
-        return self._plan_jump(t)
+        return LEARNED
 
     def near_end_check(self, near: bool) -> bool:
         """A mix timer's softirq that the plan takes in: is it clear of the
@@ -313,13 +348,13 @@ class QperfFastForward:
                                f"{len(at)} in its message")
         return [off_last - (at[-1] - a) for a in at]
 
-    def _plan_jump(self, t: int) -> int:
+    def _plan_jump(self, t: int, limit: int) -> int:
         if self.threaded and tuple(h[6] - h[0] for h in self.state()) != self._vr_lag:
             self.plan = Plan(self.steady)
             return self.declines.decline(Reason.QP_THREADED, 0)
-        return self._plan_jump_checked(t)
+        return self._plan_jump_checked(t, limit)
 
-    def _plan_jump_checked(self, t: int) -> int:
+    def _plan_jump_checked(self, t: int, limit: int) -> int:
         """How many round trips from the clean boundary ``t`` to skip (0: the
         next one in detail), and what the jump needs (_trigger, _tick,
         _triggers, _tail).  A mix timer's softirq near the end of the round
@@ -327,22 +362,22 @@ class QperfFastForward:
         trip were its last: it is taken in when steady round trips follow it
         in the same fast-forward (a busy tick's tail); else the plan is made
         again without it."""
-        k = self._plan(t, near_end_ok=True)
+        k = self._plan(t, limit, near_end_ok=True)
         if self.plan.near_end:
             if self.plan.tick is not None and self.plan.tail:
                 self.stats.near_end_plans += 1
             else:
                 self.declines.decline(Reason.QP_NEAR_END)
-                k = self._plan(t, near_end_ok=False)
+                k = self._plan(t, limit, near_end_ok=False)
         self.plan.near_end_ok = False
         return k
 
-    def _plan(self, t: int, near_end_ok: bool) -> int:
+    def _plan(self, t: int, limit: int, near_end_ok: bool) -> int:
         self.plan = Plan(self.steady, near_end_ok=near_end_ok)
         rtt, deltas, dirq, offs = self.steady
         # rounds that still start before t_end (run_slice: none, the rare events
         # bound it) and t_hold (run_slice: where the traffic changes): t_limit
-        k = k_end = min(-(-(self.pair.t_limit - t) // rtt), MAX_JUMP_ROUND_TRIPS)
+        k = k_end = min(-(-(limit - t) // rtt), MAX_JUMP_ROUND_TRIPS)
         wq = []            # (endpoint index, endpoint, index of its next trigger interrupt)
         timers = False
         for i, (ep, n, off) in enumerate(zip((self.client, self.server), dirq, offs)):
@@ -360,7 +395,7 @@ class QperfFastForward:
                 if self.threaded:
                     k = self.declines.decline(Reason.QP_THREADED, 0)
                 else:
-                    k = self._take_timer(i, ep, t, k, ev.time, mix.cost_ns)
+                    k = take_timer(self, i, ep, t, k, ev.time, mix.cost_ns)
             if fp.count & MIX_INFLIGHT:
                 continue
             if rnd.deferral not in self._taken_in:
@@ -391,7 +426,7 @@ class QperfFastForward:
             self.plan.timer_triggers.append(TimerTrigger(ep, j, t_trig, time_of(j - 1) if j else t))
             if rnd.deferral == "timer":
                 tick = ep.k.tick_time(ep.k.jiffies_at(t_trig) + 1)   # expires = jiffies: the next tick
-                k = self._take_timer(i, ep, t, k, tick, rnd.params.mix_ns)
+                k = take_timer(self, i, ep, t, k, tick, rnd.params.mix_ns)
         if (len(wq) == 2 and not timers and 0 <= k < k_end and self.triggers is not None and self.triggers.learner
                 and not self.threaded and self.triggers.plan(t, k, wq)):
             k += 1     # the round trip with the trigger(s), replayed as the last one
@@ -435,50 +470,6 @@ class QperfFastForward:
         self._set_steady(self.steadies.get(STEADY))
         self.busy = table["busy"].get(STEADY)
         self._vr_lag = table["vr_lag"].get(STEADY)
-
-    def _take_timer(self, host: int, ep: "QperfEndpoint", t: int, k: int, tick: int, cost: int) -> int:
-        """A mix timer of endpoint ``host`` fires at ``tick`` (a TIMER softirq of
-        ``cost`` ns on its CPU): the fast-forward of ``k`` round trips from
-        ``t`` takes it in when that CPU is idle then in the steady round trip
-        (the mix counts the interrupts so far, see _sync_jump) and ends before
-        the next mix could be scheduled; when the CPU is busy and _tick_model
-        knows what the softirq does there, it ends with that round trip, longer
-        by the model's delay (``_tick``); else it stops before that round trip.
-        A timer at the very nanosecond a round trip ends or one of the host's
-        interrupts arrives is left to the detailed simulation: there the order
-        of the same-time events (the order they were scheduled in) decides."""
-        rtt = self.steady.rtt
-        m, o = divmod(tick - t, rtt)
-        if o == 0 and 0 < m <= k:
-            # at the very nanosecond round trip m - 1 ends: the timer, armed before
-            # that round trip's last stretch began, expires first and ends it late
-            # (in detail; the fast-forward would end it on time): simulate it
-            return self.declines.decline(Reason.QP_TIMER_SAME_NS, m - 1)
-        if m >= k:
-            return k
-        offsets = self.steady_offsets[host]
-        if o in offsets:
-            # at the very nanosecond one of this host's interrupts arrives: which
-            # counts first, the mix (count restarts) or the interrupt, is the
-            # order of the two events in detail: simulate that round trip
-            return self.declines.decline(Reason.QP_TIMER_SAME_NS, m)
-        if not self.busy_log.idle(host, t, o, cost, m, k):
-            if self.busy_ticks is None:
-                return self.declines.decline(Reason.QP_TICK_UNMODELLED, m)
-            return self.busy_ticks.take(host, ep, m, o, tick, cost, offsets)
-        self.plan.idle_ticks.append(tick)
-        self.plan.mix_in[host] = tick
-        # after the mix: count restarts; no new trigger before the fast-forward ends
-        n = self.steady.irqs[host]
-        rnd = ep.host.random
-        after_in_m = len(offsets) - bisect.bisect_right(offsets, o)   # offsets are in order
-        by_count = m + 1 + (rnd.threshold - 1 - after_in_m) // n
-        last = ep.k.jiffies_at(tick)
-        x = ep.k.tick_time(last + ep.k.HZ + 1) - t - self.steady.last_irq[host]
-        by_hz = max(m + 1, -(-x // rtt))
-        if min(by_count, by_hz) < k:
-            return self.declines.decline(Reason.QP_MIX_AHEAD, min(by_count, by_hz))
-        return k
 
     # ------------------------------------------------------------- the jump
     @property

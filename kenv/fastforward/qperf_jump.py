@@ -15,8 +15,9 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING
 
-from ..kernel.core import BLOCK, Task, TaskBody
+from ..kernel.core import Task, TaskBody
 from ..kernel.observe import account_skipped_stretch
+from .protocol import commit_skip
 from .qperf_records import Jump, Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -158,15 +159,14 @@ class QperfJump:
             ff.triggers.schedule(trig, counted)
         self.counted = counted
         self.jumping = jump = Jump(t, k, rec, trig, tick, tail)
-        engine.at_on(ff.client.rq, t_resume - costs.wakeup_ns - costs.context_switch_ns,
-                     self._end, jump)
         recorder = engine.recorder
         if recorder is not None:
             # one slice per host for the k round trips skipped, not k * (events per round trip)
             for ep in (ff.client, ff.server):
                 recorder.slice("aggregated", (ep.k.name, ep.cpu), f"qperf: {k} round trips (aggregated)",
                                t, t_resume, round_trips=k, rtt_ns=rtt, msg_size=ff.wl.size)
-        yield BLOCK
+        yield from commit_skip(ff.client.k, t_resume - costs.wakeup_ns - costs.context_switch_ns,
+                               land=self._end, args=(jump,), scope=ff.client.rq)
         # the jump's own block/wake moved min_vruntime; put back what k
         # steady round trips would have left
         mv = self.min_vr_after

@@ -203,6 +203,9 @@ def new_table() -> dict:
 
 #: the steady learner's one key
 STEADY = "steady"
+#: the key (QperfFastForward.key) of the boundary where the steady round trip
+#: was just learned: clean, but no extension starts measuring there
+LEARNED = "learned"
 
 #: the qperf fast-forward's optional take-ins (QperfLearned.extensions): ``busy_ticks``
 #: a mix timer's softirq on a busy CPU (kenv/fastforward/qperf_ticks.py), ``tails``
