@@ -264,7 +264,7 @@ def _check_weights(value: Mapping, allowed: Mapping[str, Sequence[Any]], field: 
 def _fits(choices: Sequence[Any], value: Any) -> bool:
     """Whether ``value`` is one of a scenario field's ``choices``."""
     try:
-        return TypeAdapter(_choice_type(choices)).validate_python(value) is not None
+        return _choice_adapter(tuple(choices)).validate_python(value) is not None
     except (ValidationError, TypeError):
         return False
 
