@@ -56,17 +56,32 @@ def zoo_cartpole_config() -> kc.TrainConfig:
     return kc.validate_block(dict(ZOO_CARTPOLE_PPO), "CartPole-v1", "ppo", "rl-baselines3-zoo hyperparams/ppo.yml")
 
 
-def learn_rate(cfg: kc.TrainConfig, env_id: str, steps: int, seed: int) -> float:
-    """Env steps per wall second of ``model.learn(steps)`` with ``cfg``'s hyperparameters on ``env_id``."""
+def build(cfg: kc.TrainConfig, env_id: str, seed: int, outer=None, outer_vec=None):
+    """The vec env and PPO model ``learn()`` is timed on: ``cfg``'s hyperparameters on ``env_id``
+    (its kwargs and wrapper where ``cfg`` is ``env_id``'s own), ``n_envs`` copies in a DummyVecEnv
+    as ``kenv train`` makes them.  ``outer`` wraps each copy last and ``outer_vec`` the vec env
+    (a benchmark's probes)."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     spec = gym.spec(env_id)
     own = env_id == cfg.env_id
+    inner = cfg.wrapper() if own else None
+
+    def wrap(env):
+        env = inner(env) if inner is not None else env
+        return outer(env) if outer is not None else env
+
     venv = make_vec_env(lambda **kw: spec.make(**kw), n_envs=cfg.n_envs, seed=seed,
-                        env_kwargs=dict(cfg.env_kwargs) if own else {},
-                        wrapper_class=cfg.wrapper() if own else None, vec_env_cls=DummyVecEnv)
-    model = tr.build_model(cfg, venv, seed)
+                        env_kwargs=dict(cfg.env_kwargs) if own else {}, wrapper_class=wrap, vec_env_cls=DummyVecEnv)
+    if outer_vec is not None:
+        venv = outer_vec(venv)
+    return venv, tr.build_model(cfg, venv, seed)
+
+
+def learn_rate(cfg: kc.TrainConfig, env_id: str, steps: int, seed: int) -> float:
+    """Env steps per wall second of ``model.learn(steps)`` with ``cfg``'s hyperparameters on ``env_id``."""
+    venv, model = build(cfg, env_id, seed)
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
     dt = time.perf_counter() - t0

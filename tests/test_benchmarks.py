@@ -162,3 +162,28 @@ def test_ff_extensions_bad_input_is_an_error_naming_the_option():
     assert out.returncode == 2
     assert "--steps and --repeats must be >= 1 and --warmup >= 0, got 0, 3 and 1000" in out.stderr
     assert out.stdout == ""
+
+
+def test_learn_split_parts_add_up_to_the_total_for_each_run():
+    out = _script(ROOT / "benchmarks" / "learn_split.py", "--env", "kenv/Raid6Bench-v3", "--steps", "512",
+                  "--rounds", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["run"] for r in rows] == ["kenv/Raid6Bench-v3", "CartPole-v1, same", "CartPole-v1, Zoo"]
+    for r in rows:
+        parts = [r[p] for p in ("env step", "reset", "vec env", "policy", "updates")]
+        assert sum(parts) == pytest.approx(r["total"], rel=1e-9)
+        assert min(parts) >= 0, r        # each part is a difference of nested intervals
+        assert r["env step"] > 0 and r["updates"] > 0
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--rounds", "0"], "--steps 4096 / --rounds 0: both must be >= 1"),
+    (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v2"),
+])
+def test_learn_split_bad_input_is_an_error_naming_the_option(args, named):
+    out = _script(ROOT / "benchmarks" / "learn_split.py", *args)
+    assert out.returncode == 2
+    assert named in out.stderr
+    assert out.stdout == ""
+

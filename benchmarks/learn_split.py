@@ -1,0 +1,181 @@
+"""Where SB3 PPO ``learn()`` spends its time, per env step, for kenv ids and CartPole-v1.
+
+    PYTHONPATH=. python benchmarks/learn_split.py [--env ID ...] [--steps 4096] [--rounds 2] [--json]
+
+For each kenv id, ``model.learn(--steps)`` with the id's shipped block of
+configs/train/ppo.yaml, built as benchmarks/bench_learn.py builds it, then CartPole-v1 with
+the same block and with the RL Zoo's CartPole-v1 block.  Wall time per env step, split
+where it is spent (medians over ``--rounds``; env and model construction untimed):
+
+* ``env step``: the envs' own ``step()`` (the simulation, Gymnasium's wrappers, SB3's Monitor);
+* ``reset``: the envs' resets at episode ends (DummyVecEnv resets inside its ``step_wait``);
+* ``vec env``: the rest of DummyVecEnv's ``step_wait``: its buffers and the deep copy of
+  every step's ``info`` dicts;
+* ``policy``: the rest of collecting rollouts: the policy forward over the batch of envs,
+  sampling, the rollout buffer, callbacks;
+* ``updates``: the rest of ``learn()``: advantages and the gradient updates (``PPO.train``).
+
+The parts add up to ``total``.
+
+Probes: a ``gymnasium.Wrapper`` around each env copy (outermost) times step and reset; a
+``VecEnvWrapper`` times ``step_wait``; a callback marks each rollout's start and end.  They
+add a few microseconds per step, the same on both sides.  One torch thread, as in training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import gymnasium as gym  # noqa: E402
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
+from stable_baselines3.common.vec_env import VecEnvWrapper  # noqa: E402
+
+import kenv  # noqa: E402,F401
+from benchmarks._common import env_ids  # noqa: E402
+from benchmarks.bench_learn import build, zoo_cartpole_config  # noqa: E402
+from kenv.agents import config as kc  # noqa: E402
+from kenv.agents import train as tr  # noqa: E402
+
+PARTS = ("env step", "reset", "vec env", "policy", "updates")
+
+
+class Clock:
+    """Seconds spent in each part of one ``learn()``."""
+
+    def __init__(self) -> None:
+        self.s = {"step": 0.0, "reset": 0.0, "step_wait": 0.0, "vec_reset": 0.0, "collect": 0.0}
+        self.rollout_t0 = 0.0
+
+    def add(self, part: str, dt: float) -> None:
+        self.s[part] += dt
+
+
+class TimedEnv(gym.Wrapper):
+    """Times the wrapped env's ``step`` and ``reset`` into a :class:`Clock`."""
+
+    def __init__(self, env: gym.Env, clock: Clock) -> None:
+        super().__init__(env)
+        self.clock = clock
+
+    def step(self, action):
+        t0 = time.perf_counter()
+        out = self.env.step(action)
+        self.clock.add("step", time.perf_counter() - t0)
+        return out
+
+    def reset(self, **kwargs):
+        t0 = time.perf_counter()
+        out = self.env.reset(**kwargs)
+        self.clock.add("reset", time.perf_counter() - t0)
+        return out
+
+
+class TimedVecEnv(VecEnvWrapper):
+    """Times the vec env's ``step_wait`` and ``reset`` into a :class:`Clock`."""
+
+    def __init__(self, venv, clock: Clock) -> None:
+        super().__init__(venv)
+        self.clock = clock
+
+    def reset(self):
+        t0 = time.perf_counter()
+        out = self.venv.reset()
+        self.clock.add("vec_reset", time.perf_counter() - t0)
+        return out
+
+    def step_wait(self):
+        t0 = time.perf_counter()
+        out = self.venv.step_wait()
+        self.clock.add("step_wait", time.perf_counter() - t0)
+        return out
+
+
+class RolloutClock(BaseCallback):
+    """Adds each rollout's collection time to a :class:`Clock`."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def _on_rollout_start(self) -> None:
+        self.clock.rollout_t0 = time.perf_counter()
+
+    def _on_rollout_end(self) -> None:
+        self.clock.add("collect", time.perf_counter() - self.clock.rollout_t0)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def split(cfg: kc.TrainConfig, env_id: str, steps: int, seed: int) -> dict[str, float]:
+    """Microseconds per env step of one ``learn(steps)``: the total and each of :data:`PARTS`."""
+    clock = Clock()
+    venv, model = build(cfg, env_id, seed, outer=lambda env: TimedEnv(env, clock),
+                        outer_vec=lambda v: TimedVecEnv(v, clock))
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=RolloutClock(clock))
+    total = time.perf_counter() - t0
+    n = model.num_timesteps
+    venv.close()
+    s = clock.s
+    # The vec env's first reset (learn() makes it before the first rollout) is outside the
+    # rollouts; its envs' resets count as resets, the rest as the vec env's.  The parts add up
+    # to the total, and each is a difference of nested intervals (>= 0).
+    parts = {"env step": s["step"], "reset": s["reset"],
+             "vec env": s["step_wait"] + s["vec_reset"] - s["step"] - s["reset"],
+             "policy": s["collect"] - s["step_wait"], "updates": total - s["collect"] - s["vec_reset"]}
+    return {"total": total / n * 1e6, **{k: v / n * 1e6 for k, v in parts.items()}}
+
+
+def median_split(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
+    ap.add_argument("--steps", type=int, default=4096, help="env steps per learn() (default 4096)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds, medians taken (default 2)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.steps < 1 or args.rounds < 1:
+        ap.error(f"--steps {args.steps} / --rounds {args.rounds}: both must be >= 1")
+    ids = env_ids(ap, args.env)
+    tr.configure_torch()
+    zoo = zoo_cartpole_config()
+    rows = []
+    for env_id in ids:
+        cfg = kc.load_train_config("ppo", env_id)
+        sides = {env_id: (cfg, env_id), "CartPole-v1, same": (cfg, "CartPole-v1"), "CartPole-v1, Zoo": (zoo, "CartPole-v1")}
+        runs: dict[str, list] = {k: [] for k in sides}
+        for _ in range(args.rounds):
+            for name, (c, e) in sides.items():
+                runs[name].append(split(c, e, args.steps, args.seed))
+        for name in sides:
+            rows.append({"config": env_id, "run": name, **median_split(runs[name])})
+        if not args.json:
+            print(f"... {env_id} done", file=sys.stderr, flush=True)
+    if args.json:
+        json.dump({"steps": args.steps, "rounds": args.rounds, "unit": "us per env step", "rows": rows},
+                  sys.stdout, indent=2)
+        print()
+        return
+    print(f"PPO learn(), {args.steps} env steps, microseconds per env step (median of {args.rounds}), "
+          "one torch thread; config: the kenv id's shipped block")
+    head = f"{'run':<26} {'total':>6} " + " ".join(f"{p:>8}" for p in PARTS)
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['run']:<26} {r['total']:>6.0f} " + " ".join(f"{r[p]:>8.0f}" for p in PARTS))
+
+
+if __name__ == "__main__":
+    main()
