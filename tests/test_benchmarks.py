@@ -187,3 +187,30 @@ def test_learn_split_bad_input_is_an_error_naming_the_option(args, named):
     assert named in out.stderr
     assert out.stdout == ""
 
+
+def test_second_process_split_steps_the_envs_as_one_process_does():
+    """benchmarks/second_process.py's claim: the split vec env gives the trajectories of the
+    DummyVecEnv kenv trains with (same seeds, same actions)."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.second_process import SplitVecEnv, env_fns
+    finally:
+        sys.path.remove(str(ROOT))
+    one, split = DummyVecEnv(env_fns("kenv/RandomMix-v2", 4)), SplitVecEnv(env_fns("kenv/RandomMix-v2", 4), 2)
+    try:
+        assert np.array_equal(one.reset(), split.reset())
+        rng = np.random.default_rng(0)
+        for _ in range(120):          # episodes of RandomMix-v2 end within it: resets included
+            actions = rng.integers(0, one.action_space.n, size=4)
+            one.step_async(actions)
+            split.step_async(actions)
+            a, b = one.step_wait(), split.step_wait()
+            for x, y in zip(a[:3], b[:3]):
+                assert np.array_equal(x, y)
+            assert [i.get("reward_components") for i in a[3]] == [i.get("reward_components") for i in b[3]]
+    finally:
+        one.close()
+        split.close()
