@@ -36,6 +36,7 @@ from typing import Annotated, Any, Callable, Iterable, Sequence
 
 from pydantic import StringConstraints, TypeAdapter
 
+from kenv.envs.registration import quiet_old_versions
 from kenv.errors import ConfigError, JobError
 from kenv.schema import check_int, validate
 
@@ -160,9 +161,10 @@ def _run_pool(initial: list[Job], done: Callable[[Job, Any], list[Job]], workers
 
 
 def _ray_task(fn: Callable, args: tuple):
-    """A job in a Ray worker: one torch thread."""
+    """A job in a Ray worker: one torch thread, Gymnasium's notice on old ids hidden."""
     from .train import configure_torch
 
+    quiet_old_versions()
     configure_torch()
     return fn(*args)
 
@@ -309,7 +311,8 @@ def _kill_pool(pool) -> None:
 
 def _init_worker(parent_pid: int | None = None) -> None:
     """A worker process: one torch thread, Ctrl-C left to the parent (which stops the
-    workers itself), and death with the parent (:func:`_die_with_parent`)."""
+    workers itself), death with the parent (:func:`_die_with_parent`), and Gymnasium's
+    notice on old ids hidden, as in the command that started it (kenv.cli)."""
     import signal
 
     from .train import configure_torch
@@ -320,6 +323,7 @@ def _init_worker(parent_pid: int | None = None) -> None:
         # pressed meanwhile is now pending here, and ignored
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         _die_with_parent(parent_pid)
+    quiet_old_versions()
     configure_torch()
 
 

@@ -126,6 +126,17 @@ def _kenv_json(*args: str) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.parametrize("setup, shown", [
+    ("import kenv.agents", True),                                # a library import leaves the user's filters alone
+    ("from kenv.agents import jobs; jobs._init_worker()", False),  # a command's worker process hides it
+])
+def test_gymnasiums_notice_on_an_old_id_is_hidden_by_commands_not_by_imports(setup, shown):
+    code = f"{setup}\nimport gymnasium as gym\ngym.make('kenv/Kernel-v0').close()"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert ("kenv/Kernel-v0 is out of date" in out.stderr) is shown, out.stderr
+
+
 def test_evaluate_takes_an_old_id():
     doc = _kenv_json("evaluate", "--env", "kenv/Raid6Bench-v2", "--policy", "patched", "--episodes", "1")
     assert doc["env"] == "kenv/Raid6BenchPhased-v0"
