@@ -129,12 +129,13 @@ def main() -> None:
         print()
         return
     print(f"PPO learn(), {args.steps} env steps, median of {args.rounds} alternating rounds, one torch thread")
-    head = (f"{'env':<20} {'same: kenv/s':>12} {'CartPole/s':>10} {'ratio':>6}   "
+    w = max(len("env"), *(len(r["env"]) for r in rows))
+    head = (f"{'env':<{w}} {'same: kenv/s':>12} {'CartPole/s':>10} {'ratio':>6}   "
             f"{'shipped: kenv/s':>15} {'Zoo CartPole/s':>14} {'ratio':>6}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['env']:<20} {r['same_kenv_sps']:>12.0f} {r['same_cartpole_sps']:>10.0f} {r['same_ratio']:>6.2f}   "
+        print(f"{r['env']:<{w}} {r['same_kenv_sps']:>12.0f} {r['same_cartpole_sps']:>10.0f} {r['same_ratio']:>6.2f}   "
               f"{r['shipped_kenv_sps']:>15.0f} {r['zoo_cartpole_sps']:>14.0f} {r['shipped_ratio']:>6.2f}")
 
 

@@ -170,11 +170,12 @@ def main() -> None:
         return
     print(f"PPO learn(), {args.steps} env steps, microseconds per env step (median of {args.rounds}), "
           "one torch thread; config: the kenv id's shipped block")
-    head = f"{'run':<26} {'total':>6} " + " ".join(f"{p:>8}" for p in PARTS)
+    w = max(len("run"), *(len(r["run"]) for r in rows))
+    head = f"{'run':<{w}} {'total':>6} " + " ".join(f"{p:>8}" for p in PARTS)
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['run']:<26} {r['total']:>6.0f} " + " ".join(f"{r[p]:>8.0f}" for p in PARTS))
+        print(f"{r['run']:<{w}} {r['total']:>6.0f} " + " ".join(f"{r[p]:>8.0f}" for p in PARTS))
 
 
 if __name__ == "__main__":

@@ -161,13 +161,14 @@ def main() -> None:
         print()
         return
     print(f"PPO learn(), {args.steps} env steps, medians of {args.rounds} rounds, one torch thread")
-    head = (f"{'env':<20} {'one: steps/s':>12} {'start s':>7} {'run s':>6}   "
+    w = max(len("env"), *(len(r["env"]) for r in rows))
+    head = (f"{'env':<{w}} {'one: steps/s':>12} {'start s':>7} {'run s':>6}   "
             f"{'split: steps/s':>14} {'start s':>7} {'run s':>6} {'split/one':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
         o, s = r["one"], r["split"]
-        print(f"{r['env']:<20} {o['sps']:>12.0f} {o['startup_s']:>7.2f} {o['run_s']:>6.1f}   "
+        print(f"{r['env']:<{w}} {o['sps']:>12.0f} {o['startup_s']:>7.2f} {o['run_s']:>6.1f}   "
               f"{s['sps']:>14.0f} {s['startup_s']:>7.2f} {s['run_s']:>6.1f} {s['sps'] / o['sps']:>9.2f}")
 
 
