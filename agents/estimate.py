@@ -10,7 +10,8 @@ flags ask for; they are an order of magnitude, not a promise.
 Measured on 2026-12-05, Intel Xeon, 2 cores, Python 3.11, torch 2.13.0 CPU:
 - :data:`TRAIN_STEPS_PER_S`: ``kenv train --config ppo --env ID --n-timesteps 4096
   --eval-freq 100000 --json``, ``steps / wall_s`` (SB3 PPO with the shipped config;
-  A2C and DQN are used at the same rate);
+  A2C and DQN are used at the same rate; the three Kernel ids re-measured on 2026-12-06,
+  mean of two runs, after their PPO blocks took batch 128 x 8 epochs, issue #44);
 - :data:`EPISODE_S`: ``kenv.agents.evaluate.evaluate(ID, "all", episodes=20)`` after
   one warm-up call, wall seconds per episode of one policy.
 """
@@ -27,8 +28,8 @@ from kenv.envs.registration import canonical_id
 LONG_JOB_S = 3600.0
 #: env steps per second of SB3 PPO training with the shipped config, per id (measured: module doc)
 TRAIN_STEPS_PER_S = MappingProxyType({
-    "kenv/HwrngWait-v2": 2890, "kenv/HwrngWaitPhased-v0": 2950, "kenv/Kernel-v3": 960,
-    "kenv/KernelBoot-v0": 1010, "kenv/KernelPhased-v0": 910, "kenv/Raid6Bench-v3": 2860,
+    "kenv/HwrngWait-v2": 2890, "kenv/HwrngWaitPhased-v0": 2950, "kenv/Kernel-v3": 1360,
+    "kenv/KernelBoot-v0": 1450, "kenv/KernelPhased-v0": 1235, "kenv/Raid6Bench-v3": 2860,
     "kenv/Raid6BenchBalanced-v0": 2680, "kenv/Raid6BenchPhased-v0": 2490, "kenv/RandomMix-v2": 2510,
     "kenv/RandomMixPhased-v0": 2340,
 })
