@@ -50,6 +50,8 @@ def _worker(conn, fns: CloudpickleWrapper) -> None:
             conn.send(venv.step_wait())
         elif cmd == "reset":
             conn.send((venv.reset(), venv.reset_infos))
+        elif cmd == "seed":
+            venv.seed(data)
         else:
             venv.close()
             conn.close()
@@ -75,6 +77,13 @@ class SplitVecEnv(VecEnv):
         far, far_infos = self.conn.recv()
         self.reset_infos = self.local.reset_infos + far_infos
         return np.concatenate([obs, far])
+
+    def seed(self, seed=None):
+        """Env i's next reset takes ``seed + i``, as in a DummyVecEnv (the model seeds its env)."""
+        seeds = super().seed(seed)
+        self.conn.send(("seed", seeds[self.k]))
+        self.local.seed(seeds[0])
+        return seeds
 
     def step_async(self, actions) -> None:
         self.conn.send(("step", actions[self.k:]))

@@ -190,7 +190,7 @@ def test_learn_split_bad_input_is_an_error_naming_the_option(args, named):
 
 def test_second_process_split_steps_the_envs_as_one_process_does():
     """benchmarks/second_process.py's claim: the split vec env gives the trajectories of the
-    DummyVecEnv kenv trains with (same seeds, same actions)."""
+    DummyVecEnv kenv trains with (same seeds, same actions), the seeds the model gives included."""
     import numpy as np
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -201,6 +201,7 @@ def test_second_process_split_steps_the_envs_as_one_process_does():
         sys.path.remove(str(ROOT))
     one, split = DummyVecEnv(env_fns("kenv/RandomMix-v2", 4)), SplitVecEnv(env_fns("kenv/RandomMix-v2", 4), 2)
     try:
+        assert one.seed(5) == split.seed(5)        # as the model seeds its env
         assert np.array_equal(one.reset(), split.reset())
         rng = np.random.default_rng(0)
         for _ in range(120):          # episodes of RandomMix-v2 end within it: resets included
