@@ -12,8 +12,11 @@ where it is spent (medians over ``--rounds``; env and model construction untimed
 * ``vec env``: the rest of DummyVecEnv's ``step_wait``: its buffers and the deep copy of
   every step's ``info`` dicts;
 * ``policy``: the rest of collecting rollouts: the policy forward over the batch of envs,
-  sampling, the rollout buffer, callbacks;
-* ``updates``: the rest of ``learn()``: advantages and the gradient updates (``PPO.train``).
+  sampling, the rollout buffer, callbacks, and the rollout's last value forward and its
+  returns and advantages (SB3's ``collect_rollouts`` computes them before
+  ``on_rollout_end``);
+* ``updates``: the rest of ``learn()``: the gradient updates (``PPO.train``), logging and
+  ``learn()``'s set-up (the vec env's first reset is counted in ``reset`` and ``vec env``).
 
 The parts add up to ``total``.
 
