@@ -62,6 +62,8 @@ class SplitVecEnv(VecEnv):
     """Envs ``fns[:k]`` stepped here, ``fns[k:]`` in one worker process, at the same time."""
 
     def __init__(self, fns, k: int) -> None:
+        if not 1 <= k < len(fns):   # each side needs an env (n_envs 1 has nothing to split)
+            raise ValueError(f"k: {k} envs here of {len(fns)}; allowed: 1 to {len(fns) - 1} (n_envs >= 2)")
         self.local, self.k = DummyVecEnv(fns[:k]), k
         ctx = mp.get_context("forkserver")
         self.conn, child = ctx.Pipe()
@@ -94,7 +96,10 @@ class SplitVecEnv(VecEnv):
         return (*(np.concatenate([a, b]) for a, b in zip(near[:3], far[:3])), near[3] + far[3])
 
     def close(self) -> None:
+        if self.conn.closed:   # closed already
+            return
         self.conn.send(("close", None))
+        self.conn.close()
         self.proc.join()
         self.local.close()
 
@@ -155,6 +160,8 @@ def main() -> None:
     rows = []
     for env_id in ids:
         cfg = kc.load_train_config("ppo", "kenv/Kernel-v3" if env_id == "CartPole-v1" else env_id)
+        if cfg.n_envs < 2:
+            ap.error(f"--env {env_id}: its block's n_envs is {cfg.n_envs}; allowed: ids with n_envs >= 2")
         got: dict[bool, list] = {False: [], True: []}
         for _ in range(args.rounds):
             for split in (False, True):

@@ -215,3 +215,20 @@ def test_second_process_split_steps_the_envs_as_one_process_does():
     finally:
         one.close()
         split.close()
+
+
+def test_second_process_split_needs_an_env_on_each_side_and_closes_once():
+    """n_envs 1 (or a split leaving a side empty) is a clear error naming k, not an IndexError
+    from an empty DummyVecEnv; closing twice is a no-op, not a broken pipe."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.second_process import SplitVecEnv, env_fns
+    finally:
+        sys.path.remove(str(ROOT))
+    for n, k in ((1, 0), (2, 2)):
+        with pytest.raises(ValueError, match=rf"^k: {k} envs here of {n}; allowed: 1 to {n - 1}"):
+            SplitVecEnv(env_fns("kenv/RandomMix-v2", n), k)
+    split = SplitVecEnv(env_fns("kenv/RandomMix-v2", 2), 1)
+    split.close()
+    split.close()
+    assert not split.proc.is_alive()
