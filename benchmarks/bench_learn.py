@@ -32,6 +32,7 @@ import kenv  # noqa: E402,F401
 from benchmarks._common import env_ids  # noqa: E402
 from kenv.agents import config as kc  # noqa: E402
 from kenv.agents import train as tr  # noqa: E402
+from kenv.schema import cli_train_seed  # noqa: E402
 
 #: RL Baselines3 Zoo, hyperparams/ppo.yml, block ``CartPole-v1`` (n_timesteps 1e5 there;
 #: the benchmark times --steps instead).  Source: github.com/DLR-RM/rl-baselines3-zoo, checked
@@ -104,7 +105,7 @@ def main() -> None:
     ap.add_argument("--env", action="append", help="only this env id (repeatable)")
     ap.add_argument("--steps", type=int, default=2048, help="env steps per learn() (default 2048)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli_train_seed, default=0, help="training seed (default 0)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.steps < 1 or args.rounds < 1:

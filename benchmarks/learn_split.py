@@ -45,6 +45,7 @@ from benchmarks._common import env_ids  # noqa: E402
 from benchmarks.bench_learn import build, zoo_cartpole_config  # noqa: E402
 from kenv.agents import config as kc  # noqa: E402
 from kenv.agents import train as tr  # noqa: E402
+from kenv.schema import cli_train_seed  # noqa: E402
 
 PARTS = ("env step", "reset", "vec env", "policy", "updates")
 
@@ -146,7 +147,7 @@ def main() -> None:
     ap.add_argument("--env", action="append", help="only this env id (repeatable)")
     ap.add_argument("--steps", type=int, default=4096, help="env steps per learn() (default 4096)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, medians taken (default 2)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli_train_seed, default=0, help="training seed (default 0)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.steps < 1 or args.rounds < 1:

@@ -180,6 +180,7 @@ def test_learn_split_parts_add_up_to_the_total_for_each_run():
 @pytest.mark.parametrize("args, named", [
     (["--rounds", "0"], "--steps 4096 / --rounds 0: both must be >= 1"),
     (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v2"),
+    (["--seed", "-1"], "argument --seed: "),     # was gymnasium's traceback after building the envs
 ])
 def test_learn_split_bad_input_is_an_error_naming_the_option(args, named):
     out = _script(ROOT / "benchmarks" / "learn_split.py", *args)
