@@ -100,17 +100,23 @@ def alternate(kenv_side, cart_side, rounds: int) -> tuple[float, float]:
     return statistics.median(a), statistics.median(b)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_learn_args(description: str, steps: int, rounds: int, rounds_help: str) -> tuple[argparse.Namespace, list]:
+    """The flags of the learn() benchmarks (``--env``, ``--steps``, ``--rounds``, ``--seed``,
+    ``--json``), checked (an argparse error naming the flag), and the env ids chosen."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--env", action="append", help="only this env id (repeatable)")
-    ap.add_argument("--steps", type=int, default=2048, help="env steps per learn() (default 2048)")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
+    ap.add_argument("--steps", type=int, default=steps, help=f"env steps per learn() (default {steps})")
+    ap.add_argument("--rounds", type=int, default=rounds, help=f"{rounds_help} (default {rounds})")
     ap.add_argument("--seed", type=cli_train_seed, default=0, help="training seed (default 0)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.steps < 1 or args.rounds < 1:
         ap.error(f"--steps {args.steps} / --rounds {args.rounds}: both must be >= 1")
-    ids = env_ids(ap, args.env)
+    return args, env_ids(ap, args.env)
+
+
+def main() -> None:
+    args, ids = parse_learn_args(__doc__.splitlines()[0], 2048, 3, "alternating rounds per comparison")
     tr.configure_torch()
     zoo = zoo_cartpole_config()
     rows = []

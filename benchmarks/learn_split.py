@@ -27,7 +27,6 @@ add a few microseconds per step, the same on both sides.  One torch thread, as i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -41,11 +40,9 @@ from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.vec_env import VecEnvWrapper  # noqa: E402
 
 import kenv  # noqa: E402,F401
-from benchmarks._common import env_ids  # noqa: E402
-from benchmarks.bench_learn import build, zoo_cartpole_config  # noqa: E402
+from benchmarks.bench_learn import build, parse_learn_args, zoo_cartpole_config  # noqa: E402
 from kenv.agents import config as kc  # noqa: E402
 from kenv.agents import train as tr  # noqa: E402
-from kenv.schema import cli_train_seed  # noqa: E402
 
 PARTS = ("env step", "reset", "vec env", "policy", "updates")
 
@@ -143,16 +140,7 @@ def median_split(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", action="append", help="only this env id (repeatable)")
-    ap.add_argument("--steps", type=int, default=4096, help="env steps per learn() (default 4096)")
-    ap.add_argument("--rounds", type=int, default=2, help="rounds, medians taken (default 2)")
-    ap.add_argument("--seed", type=cli_train_seed, default=0, help="training seed (default 0)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    if args.steps < 1 or args.rounds < 1:
-        ap.error(f"--steps {args.steps} / --rounds {args.rounds}: both must be >= 1")
-    ids = env_ids(ap, args.env)
+    args, ids = parse_learn_args(__doc__.splitlines()[0], 4096, 2, "rounds, medians taken")
     tr.configure_torch()
     zoo = zoo_cartpole_config()
     rows = []
