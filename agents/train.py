@@ -490,15 +490,9 @@ def run_from_args(args) -> TrainResult:
         raise SystemExit(130) from None
 
 
-if __name__ == "__main__":  # pragma: no cover
-    import argparse
+if __name__ == "__main__":  # pragma: no cover  (tested in a subprocess)
+    # ``python -m kenv.agents.train ...`` is ``kenv train ...``: the same parser, the same
+    # one-line errors for bad input (kenv.cli), not a second copy of the command line.
+    from kenv.cli import main
 
-    from kenv.schema import cli_train_seed
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    ap.add_argument("--seed", type=cli_train_seed, default=0)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    r = run_from_args(a)
-    print(json.dumps(r.to_dict(), indent=2) if a.json else r.format_text())
+    raise SystemExit(main(["train", *sys.argv[1:]]))

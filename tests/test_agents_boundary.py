@@ -92,6 +92,19 @@ def test_cli_train_bad_flags(tmp_path, capsys, flags, name):
     assert name in line
 
 
+def test_python_m_train_is_kenv_train(tmp_path):
+    """``python -m kenv.agents.train`` parses as ``kenv train`` does: a bad flag is one
+    line and exit 2 (it had a parser of its own, which let the ConfigError out as a
+    traceback)."""
+    r = subprocess.run([sys.executable, "-m", "kenv.agents.train", "--config", "ppo", "--env", ENV,
+                        "--out", str(tmp_path / "run"), "--eval-episodes", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "kenv train: error: --eval-episodes: got 1; allowed: an integer in 2..10000 (at least 2 for a 95% interval)"]
+    assert not (tmp_path / "run").exists()
+
+
 def _out_cases(tmp_path) -> list[tuple[str, str]]:
     """(an --out, why it is bad): a file, under a file, not writable."""
     (tmp_path / "file").write_text("x")
