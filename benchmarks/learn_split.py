@@ -20,6 +20,12 @@ where it is spent (medians over ``--rounds``; env and model construction untimed
 
 The parts add up to ``total``.
 
+A second table gives, for each kenv id, learn()'s ratio to CartPole-v1 (``same``: CartPole
+with the id's block; ``shipped``: with the Zoo's), computed from these totals, and the
+ratio it would have if the id's env side (env step, reset, vec env) cost what CartPole's
+does under the same block (``if env = CartPole's``): the most that a faster simulation
+could give with SB3's policy and updates as they are.
+
 Probes: a ``gymnasium.Wrapper`` around each env copy (outermost) times step and reset; a
 ``VecEnvWrapper`` times ``step_wait``; a callback marks each rollout's start and end.  They
 add a few microseconds per step, the same on both sides.  One torch thread, as in training.
@@ -139,11 +145,23 @@ def median_split(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
+ENV_SIDE = ("env step", "reset", "vec env")
+
+
+def ratios(own: dict[str, float], same: dict[str, float], zoo: dict[str, float]) -> dict[str, float]:
+    """learn()'s rates against CartPole-v1 from one id's split and CartPole's (same block,
+    Zoo block): now, and with the id's env side as cheap as CartPole's under the same block."""
+    env_as_cartpole = own["total"] - sum(own[p] for p in ENV_SIDE) + sum(same[p] for p in ENV_SIDE)
+    return {"same": same["total"] / own["total"], "shipped": zoo["total"] / own["total"],
+            "same if env = CartPole's": same["total"] / env_as_cartpole,
+            "shipped if env = CartPole's": zoo["total"] / env_as_cartpole}
+
+
 def main() -> None:
     args, ids = parse_learn_args(__doc__.splitlines()[0], 4096, 2, "rounds, medians taken")
     tr.configure_torch()
     zoo = zoo_cartpole_config()
-    rows = []
+    rows, bounds = [], []
     for env_id in ids:
         cfg = kc.load_train_config("ppo", env_id)
         sides = {env_id: (cfg, env_id), "CartPole-v1, same": (cfg, "CartPole-v1"), "CartPole-v1, Zoo": (zoo, "CartPole-v1")}
@@ -151,13 +169,14 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, (c, e) in sides.items():
                 runs[name].append(split(c, e, args.steps, args.seed))
-        for name in sides:
-            rows.append({"config": env_id, "run": name, **median_split(runs[name])})
+        med = {name: median_split(runs[name]) for name in sides}
+        rows += [{"config": env_id, "run": name, **med[name]} for name in sides]
+        bounds.append({"env": env_id, **ratios(*med.values())})
         if not args.json:
             print(f"... {env_id} done", file=sys.stderr, flush=True)
     if args.json:
-        json.dump({"steps": args.steps, "rounds": args.rounds, "unit": "us per env step", "rows": rows},
-                  sys.stdout, indent=2)
+        json.dump({"steps": args.steps, "rounds": args.rounds, "unit": "us per env step", "rows": rows,
+                   "ratios": bounds}, sys.stdout, indent=2)
         print()
         return
     print(f"PPO learn(), {args.steps} env steps, microseconds per env step (median of {args.rounds}), "
@@ -168,6 +187,16 @@ def main() -> None:
     print("-" * len(head))
     for r in rows:
         print(f"{r['run']:<{w}} {r['total']:>6.0f} " + " ".join(f"{r[p]:>8.0f}" for p in PARTS))
+    print()
+    print("learn() rate / CartPole-v1's, from the totals above; 'if env = CartPole's': the id's env side")
+    print("(env step, reset, vec env) as cheap as CartPole's under the same block")
+    keys = list(bounds[0])[1:]
+    w = max(len("env"), *(len(b["env"]) for b in bounds))
+    head = f"{'env':<{w}} " + " ".join(f"{k:>{len(k)}}" for k in keys)
+    print(head)
+    print("-" * len(head))
+    for b in bounds:
+        print(f"{b['env']:<{w}} " + " ".join(f"{b[k]:>{len(k)}.2f}" for k in keys))
 
 
 if __name__ == "__main__":

@@ -175,6 +175,15 @@ def test_learn_split_parts_add_up_to_the_total_for_each_run():
         assert sum(parts) == pytest.approx(r["total"], rel=1e-9)
         assert min(parts) >= 0, r        # each part is a difference of nested intervals
         assert r["env step"] > 0 and r["updates"] > 0
+    own, same, zoo = rows
+    [b] = json.loads(out.stdout)["ratios"]
+    assert b["env"] == "kenv/Raid6Bench-v3"
+    assert b["same"] == pytest.approx(same["total"] / own["total"])
+    assert b["shipped"] == pytest.approx(zoo["total"] / own["total"])
+    side = ("env step", "reset", "vec env")
+    free = own["total"] - sum(own[p] for p in side) + sum(same[p] for p in side)
+    assert b["same if env = CartPole's"] == pytest.approx(same["total"] / free)
+    assert b["shipped if env = CartPole's"] == pytest.approx(zoo["total"] / free)
 
 
 @pytest.mark.parametrize("args, named", [
