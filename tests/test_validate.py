@@ -70,6 +70,17 @@ def test_tampering_fails(made, tmp_path, case):
         assert "dynamics 0123456789ab" in p.stdout and "dynamics changed" in p.stdout
 
 
+@pytest.mark.parametrize("seed", [None, "1", 1.0, True])
+def test_record_without_an_integer_seed_fails(made, tmp_path, seed):
+    # reset(seed=None) draws a random episode: replaying it could pass or fail by chance
+    rec = dict(made[0], seed=seed)
+    p = _validate(_write(tmp_path / "r.jsonl", [rec, made[1]]))
+    assert p.returncode == 1, p.stdout
+    line1 = p.stdout.splitlines()[0]
+    assert line1.startswith("line 1: FAIL: seed ") and "not an integer" in line1, line1
+    assert "line 2: ok" in p.stdout
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

@@ -52,11 +52,14 @@ def check_record(rec: dict) -> str | None:
     other = "" if version == kenv.__version__ and dyn == now else \
         (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
          f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
+    seed = rec["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):   # (None: reset() would draw a random episode)
+        return f"seed {seed!r} is not an integer: the episode cannot be replayed without its reset seed"
     try:
         env = gym.make(canonical_id(env_id), profile=rec["profile"])   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
         return f"profile {rec.get('profile')!r}: {e}"
-    _, info = env.reset(seed=rec["seed"])
+    _, info = env.reset(seed=seed)
     if info.get("scenario") != rec.get("scenario"):
         return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
     total, comps, steps = 0.0, {}, 0
