@@ -44,7 +44,8 @@ def test_record_from_another_process_passes(made, tmp_path):
     assert "2 of 2 records valid" in p.stdout
 
 
-@pytest.mark.parametrize("case", ["return", "dropped", "changed", "profile", "version", "dynamics"])
+@pytest.mark.parametrize("case", ["return", "dropped", "changed", "profile", "version", "dynamics", "ending",
+                                  "no_ending"])
 def test_tampering_fails(made, tmp_path, case):
     rec = json.loads(json.dumps(made[0]))
     if case == "return":
@@ -58,6 +59,10 @@ def test_tampering_fails(made, tmp_path, case):
     elif case == "dynamics":
         rec["kenv_version"], rec["dynamics"] = "0.0.1", "0123456789ab"
         rec["return"] += 1.0
+    elif case == "ending":   # the episode claimed to end another way than it does
+        rec["terminated"], rec["truncated"] = not rec["terminated"], not rec["truncated"]
+    elif case == "no_ending":
+        del rec["terminated"], rec["truncated"]
     elif case == "version":
         rec["kenv_version"] = "0.0.1"
         rec["return"] += 1.0
@@ -66,6 +71,8 @@ def test_tampering_fails(made, tmp_path, case):
     assert "line 1: FAIL" in p.stdout and "line 2: ok" in p.stdout
     if case in ("version", "dynamics"):
         assert "kenv 0.0.1" in p.stdout and "0.1.0" in p.stdout
+    if case in ("ending", "no_ending"):
+        assert "terminated" in p.stdout.splitlines()[0] and "truncated" in p.stdout.splitlines()[0]
     if case == "dynamics":
         assert "dynamics 0123456789ab" in p.stdout and "dynamics changed" in p.stdout
 

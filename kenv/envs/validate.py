@@ -63,7 +63,7 @@ def check_record(rec: dict) -> str | None:
     if info.get("scenario") != rec.get("scenario"):
         return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
     total, comps, steps = 0.0, {}, 0
-    done = False
+    done = term = trunc = False
     for a in rec["actions"]:
         if done:
             return f"{len(rec['actions'])} actions but the episode ended after {steps}{other}"
@@ -79,6 +79,9 @@ def check_record(rec: dict) -> str | None:
     env.close()
     if not done:
         return f"the episode has not ended after the record's {steps} actions (dropped actions?){other}"
+    if (term, trunc) != (rec.get("terminated"), rec.get("truncated")):
+        return (f"terminated {rec.get('terminated')!r}, truncated {rec.get('truncated')!r} != replayed "
+                f"terminated {term!r}, truncated {trunc!r}{other}")
     if steps != rec.get("length"):
         return f"length {rec.get('length')} != replayed {steps}{other}"
     if total != rec.get("return"):
