@@ -88,6 +88,37 @@ def test_record_without_an_integer_seed_fails(made, tmp_path, seed):
     assert "line 2: ok" in p.stdout
 
 
+@pytest.mark.parametrize("env, actions, act, action_set", [
+    ("kenv/HwrngWait-v2", '["hwrng_yield", "cpu_relax"]', "0", ["hwrng_yield", "cpu_relax"]),
+    ("kenv/Kernel-v3", '{"wait": ["hwrng_yield", "cpu_relax"]}', "[1, 0, 1]",
+     {"deferral": ["workqueue", "timer"], "wait": ["hwrng_yield", "cpu_relax"],
+      "raid6": ["preempt_disable", "migrate_disable"]})])
+def test_record_made_with_an_action_set_validates(tmp_path, env, actions, act, action_set):
+    """An action is an index into the env's action set: a record made with ``actions=``
+    replayed in the id's default set played other choices and failed as if tampered
+    (``kenv evaluate --actions ... --record`` wrote records its own validate refused)."""
+    path = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-c", f"""
+import sys, gymnasium as gym, kenv
+env = kenv.RecordEpisodes(gym.make("{env}", actions={actions}), sys.argv[1])
+for seed in (1, 2):
+    env.reset(seed=seed)
+    while not any(env.step({act})[2:4]):
+        pass
+""", str(path)], check=True)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert recs[0]["action_set"] == action_set
+    p = _validate(path)
+    assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    recs[0]["action_set"] = "bogus"
+    p = _validate(_write(path, recs))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: action_set 'bogus': "), p.stdout
+
+
+def test_record_of_the_ids_own_actions_has_no_action_set(made):
+    assert all("action_set" not in r for r in made)
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

@@ -89,7 +89,21 @@ class RecordEpisodes(gym.Wrapper):
                 "profile": base.profile.name,
                 "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
                 "return": self._return, "components": self._components,
-                "length": len(self._actions), "terminated": terminated, "truncated": truncated}
+                "length": len(self._actions), "terminated": terminated, "truncated": truncated,
+                **self._action_set()}
+
+    def _action_set(self) -> dict:
+        """``{"action_set": ...}`` when the env was made with an ``actions=`` other than its
+        id's (an action is an index into the set: kenv validate replays with the same
+        set), else nothing (records of the id's own actions are unchanged)."""
+        spec = self.env.spec
+        if spec is None or spec.kwargs.get("actions") == gym.spec(spec.id).kwargs.get("actions"):
+            return {}
+        base = self.env.unwrapped
+        codec = base.codec
+        if hasattr(codec, "dims"):   # MultiDiscrete: one list per decision
+            return {"action_set": {d: list(names) for d, names in zip(codec.dims, base.actions)}}
+        return {"action_set": list(base.actions)}
 
     def _write(self, terminated: bool, truncated: bool) -> None:
         line = json.dumps(self.record(terminated, truncated), sort_keys=True) + "\n"

@@ -55,10 +55,13 @@ def check_record(rec: dict) -> str | None:
     seed = rec["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):   # (None: reset() would draw a random episode)
         return f"seed {seed!r} is not an integer: the episode cannot be replayed without its reset seed"
+    kwargs = {"actions": rec["action_set"]} if "action_set" in rec else {}   # (made with actions=)
     try:
-        env = gym.make(canonical_id(env_id), profile=rec["profile"])   # (an old id: the same env)
+        env = gym.make(canonical_id(env_id), profile=rec["profile"], **kwargs)   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
-        return f"profile {rec.get('profile')!r}: {e}"
+        field = str(getattr(e, "field", ""))
+        what = "action_set" if kwargs and not field.startswith(("profile", "reward")) else "profile"
+        return f"{what} {rec.get(what)!r}: {e}"
     _, info = env.reset(seed=seed)
     if info.get("scenario") != rec.get("scenario"):
         return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
