@@ -133,3 +133,11 @@ def test_evaluate_record_validates(tmp_path):
     assert len(path.read_text().splitlines()) == 3
     p = _validate(path)
     assert p.returncode == 0 and "3 of 3 records valid" in p.stdout, p.stdout
+
+
+def test_an_empty_path_is_named():
+    # was "kenv validate: error: No such file or directory": no path, no value
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", ""], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()]
+    assert p.stderr.startswith("kenv validate: error: path: got ''; allowed: a records file"), p.stderr

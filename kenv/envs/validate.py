@@ -95,6 +95,9 @@ def check_record(rec: dict) -> str | None:
 
 
 def validate(path: str) -> ValidateResult:
+    if not path:   # (open('') names no file: the error would not say what was given)
+        raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
+                          "kenv.RecordEpisodes)")
     out = ValidateResult(path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
