@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
-from ..files import open_nofollow
+from ..files import check_out_path, open_nofollow
 
 #: the record format's version (a field of every record)
 RECORD_FORMAT = 1
@@ -48,7 +48,9 @@ class RecordEpisodes(gym.Wrapper):
                                   "kenv.FlatInfo(kenv.RecordEpisodes(gym.make(ID), path))")
             inner = inner.env
         super().__init__(env)
-        self.path = os.fspath(path)
+        # checked now: a path that cannot be written failed at the end of the first
+        # episode, raising from a valid step() (deep inside a training run)
+        self.path = check_out_path(path, "path")
         self._seeds: np.random.Generator | None = None
         self._seed: int | None = None
         self._actions: list = []
