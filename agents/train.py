@@ -308,7 +308,7 @@ def train(args: TrainArgs, cfg: TrainConfig | None = None, log: Callable[[str], 
         cfg.n_timesteps = validate(TypeAdapter(Timesteps), args.n_timesteps, "--n-timesteps",
                                    f"an integer in 1..{MAX_TIMESTEPS}")
     seed = check_seed(args.seed, "--seed", train=True)
-    run_dir = args.out or default_out_dir(cfg.env_id, cfg.algo, seed)
+    run_dir = default_out_dir(cfg.env_id, cfg.algo, seed) if args.out is None else args.out   # ("": refused)
     make_out_dir(run_dir, "--out")
     with DirLock(run_dir, "--out"), about("out"):   # (the run dir's own files: damaged, unwritable)
         return _train_locked(args, cfg, seed, run_dir, log)

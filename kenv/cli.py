@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     va = sub.add_parser("validate", help="replay every episode record of a JSON Lines file; exit 1 on any mismatch")
     va.add_argument("path", help="a records file (kenv.RecordEpisodes, kenv evaluate --record)")
-    _add_common(va)
+    va.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    _no_seed(va, "no --seed in kenv validate: each record is replayed from its own seed")
     va.set_defaults(_run=_validate)
 
     b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")

@@ -123,6 +123,15 @@ def test_cli_train_bad_out(tmp_path, capsys):
         assert line.startswith("kenv train: error: --out") and out in line, (why, line)
 
 
+def test_cli_train_empty_out_is_refused(tmp_path, capsys, monkeypatch):
+    """``--out ''`` trained into the default runs/<env>__<algo>__<seed> (an empty string
+    read as no --out); every other command's --out refuses it."""
+    monkeypatch.chdir(tmp_path)
+    line = _cli_error(capsys, ["train", "--out", ""] + TRAIN_FLAGS)
+    assert line.startswith("kenv train: error: --out: got ''; allowed: "), line
+    assert os.listdir(tmp_path) == []
+
+
 def test_cli_rediscover_bad_out_and_flags(tmp_path, capsys):
     base = ["rediscover", "--envs", ENV, "--n-timesteps", "512", "--no-plots", "--workers", "1"]
     for out, why in _out_cases(tmp_path):

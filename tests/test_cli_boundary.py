@@ -232,6 +232,17 @@ def test_seed_is_not_taken_for_seeds(command, tmp_path, monkeypatch, capsys):
     assert "--seeds N" in line and os.listdir(tmp_path) == []
 
 
+def test_validate_refuses_seed(tmp_path, monkeypatch, capsys):
+    """``kenv validate`` took ``--seed`` (every command's flag) and ignored it: each record
+    replays from its own seed.  It is refused, saying so, before any record is read."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "--seed", "3", str(tmp_path / "records.jsonl")])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and line.startswith("kenv validate: error: argument --seed: got '3'; "), line
+    assert "its own seed" in line
+
+
 def test_a_bare_kenv_lists_its_commands():
     """`kenv` alone prints its commands (it printed one error line, "the following
     arguments are required: command")."""

@@ -72,3 +72,15 @@ def test_ci_runs_the_readmes_test_command_verbatim():
     cmds = re.findall(r"```bash\n(python3 -m venv .*?)\n```", text)
     assert len(cmds) == 2 and cmds[0].endswith("&& kenv rediscover")
     assert cmds[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_environments_md_shows_kenv_evaluates_output(capsys):
+    """docs/environments.md's `$ kenv evaluate ...` block is what the command prints (it
+    had lost the score column the table gained)."""
+    from kenv.cli import main
+
+    text = (ROOT / "docs" / "environments.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n\$ (kenv evaluate [^\n]*)\n(.*?)```", text, flags=re.S)
+    assert block, "no `$ kenv evaluate` block in docs/environments.md"
+    assert main(block.group(1).split()[1:]) == 0
+    assert capsys.readouterr().out == block.group(2)

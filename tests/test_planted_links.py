@@ -120,8 +120,10 @@ def test_record_episodes_does_not_append_through_a_link(tmp_path):
 
     target = tmp_path / "target.txt"
     target.write_text(CONTENT)
-    (tmp_path / "r.jsonl").symlink_to(target)
     env = kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v2"), str(tmp_path / "r.jsonl"))
+    (tmp_path / "r.jsonl").symlink_to(target)   # planted after the wrapper checked the path
+    with pytest.raises(ConfigError, match="symbolic link"):   # (a link there already: refused at once)
+        kenv.RecordEpisodes(gym.make("kenv/HwrngWait-v2"), str(tmp_path / "r.jsonl"))
     env.reset(seed=0)
     with pytest.raises(ConfigError, match="symbolic link"):
         done = False

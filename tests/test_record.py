@@ -4,9 +4,11 @@ import json
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import kenv
 from kenv.agents.baselines import StaticPolicy, run_episode
+from kenv.errors import ConfigError
 
 ENV = "kenv/Raid6Bench-v3"
 
@@ -61,3 +63,14 @@ def test_record_matches_run_episode(tmp_path):
     assert rec["seed"] == 5 and rec["return"] == ret and rec["actions"] == [1] * rec["length"]
     assert rec["components"] == {c: float(v) for c, v in comps.items()}
     assert np.isfinite(rec["return"])
+
+
+@pytest.mark.parametrize("case", ["no_dir", "a_dir", "empty", "under_a_file"])
+def test_a_path_that_cannot_be_written_is_refused_at_construction(tmp_path, case):
+    """Was accepted, then raised from step() when the first episode ended (OSError)."""
+    (tmp_path / "afile").write_text("x")
+    path = {"no_dir": str(tmp_path / "nodir" / "r.jsonl"), "a_dir": str(tmp_path), "empty": "",
+            "under_a_file": str(tmp_path / "afile" / "r.jsonl")}[case]
+    with pytest.raises(ConfigError) as e:
+        kenv.RecordEpisodes(gym.make(ENV), path)
+    assert e.value.field == "path" and e.value.value == path

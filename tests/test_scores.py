@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import kenv
@@ -43,3 +44,19 @@ def test_evaluate_json_carries_the_score():
     pol = json.loads(out)["policies"][0]
     assert pol["normalized_score"] == pytest.approx(kenv.normalized_score(env_id, pol["return_mean"]))
     assert "return_mean" in pol
+
+
+@pytest.mark.parametrize("returns", ["10", b"10", None, float("nan"), [1.0, float("inf")], True, [None], ["1"],
+                                     {"a": 1.0}, np.array([[1.0]])])
+def test_normalized_score_refuses_what_is_not_returns(returns):
+    """A string was scored character by character ("10": the mean of 1 and 0), NaN and
+    infinity scored NaN and infinity, None raised a TypeError."""
+    with pytest.raises(ConfigError) as e:
+        kenv.normalized_score("kenv/Raid6Bench-v3", returns)
+    assert e.value.field == "returns"
+
+
+@pytest.mark.parametrize("returns", [10.0, 10, np.float32(10.0), [10.0], (10.0,), np.array([10.0]), np.array(10.0),
+                                     (r for r in [10.0])])
+def test_normalized_score_takes_any_form_of_returns(returns):
+    assert kenv.normalized_score("kenv/Raid6Bench-v3", returns) == kenv.normalized_score("kenv/Raid6Bench-v3", 10.0)

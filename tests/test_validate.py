@@ -44,7 +44,8 @@ def test_record_from_another_process_passes(made, tmp_path):
     assert "2 of 2 records valid" in p.stdout
 
 
-@pytest.mark.parametrize("case", ["return", "dropped", "changed", "profile", "version", "dynamics"])
+@pytest.mark.parametrize("case", ["return", "dropped", "changed", "profile", "version", "dynamics", "ending",
+                                  "no_ending"])
 def test_tampering_fails(made, tmp_path, case):
     rec = json.loads(json.dumps(made[0]))
     if case == "return":
@@ -58,6 +59,10 @@ def test_tampering_fails(made, tmp_path, case):
     elif case == "dynamics":
         rec["kenv_version"], rec["dynamics"] = "0.0.1", "0123456789ab"
         rec["return"] += 1.0
+    elif case == "ending":   # the episode claimed to end another way than it does
+        rec["terminated"], rec["truncated"] = not rec["terminated"], not rec["truncated"]
+    elif case == "no_ending":
+        del rec["terminated"], rec["truncated"]
     elif case == "version":
         rec["kenv_version"] = "0.0.1"
         rec["return"] += 1.0
@@ -66,8 +71,52 @@ def test_tampering_fails(made, tmp_path, case):
     assert "line 1: FAIL" in p.stdout and "line 2: ok" in p.stdout
     if case in ("version", "dynamics"):
         assert "kenv 0.0.1" in p.stdout and "0.1.0" in p.stdout
+    if case in ("ending", "no_ending"):
+        assert "terminated" in p.stdout.splitlines()[0] and "truncated" in p.stdout.splitlines()[0]
     if case == "dynamics":
         assert "dynamics 0123456789ab" in p.stdout and "dynamics changed" in p.stdout
+
+
+@pytest.mark.parametrize("seed", [None, "1", 1.0, True])
+def test_record_without_an_integer_seed_fails(made, tmp_path, seed):
+    # reset(seed=None) draws a random episode: replaying it could pass or fail by chance
+    rec = dict(made[0], seed=seed)
+    p = _validate(_write(tmp_path / "r.jsonl", [rec, made[1]]))
+    assert p.returncode == 1, p.stdout
+    line1 = p.stdout.splitlines()[0]
+    assert line1.startswith("line 1: FAIL: seed ") and "not an integer" in line1, line1
+    assert "line 2: ok" in p.stdout
+
+
+@pytest.mark.parametrize("env, actions, act, action_set", [
+    ("kenv/HwrngWait-v2", '["hwrng_yield", "cpu_relax"]', "0", ["hwrng_yield", "cpu_relax"]),
+    ("kenv/Kernel-v3", '{"wait": ["hwrng_yield", "cpu_relax"]}', "[1, 0, 1]",
+     {"deferral": ["workqueue", "timer"], "wait": ["hwrng_yield", "cpu_relax"],
+      "raid6": ["preempt_disable", "migrate_disable"]})])
+def test_record_made_with_an_action_set_validates(tmp_path, env, actions, act, action_set):
+    """An action is an index into the env's action set: a record made with ``actions=``
+    replayed in the id's default set played other choices and failed as if tampered
+    (``kenv evaluate --actions ... --record`` wrote records its own validate refused)."""
+    path = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-c", f"""
+import sys, gymnasium as gym, kenv
+env = kenv.RecordEpisodes(gym.make("{env}", actions={actions}), sys.argv[1])
+for seed in (1, 2):
+    env.reset(seed=seed)
+    while not any(env.step({act})[2:4]):
+        pass
+""", str(path)], check=True)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert recs[0]["action_set"] == action_set
+    p = _validate(path)
+    assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    recs[0]["action_set"] = "bogus"
+    p = _validate(_write(path, recs))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: action_set 'bogus': "), p.stdout
+
+
+def test_record_of_the_ids_own_actions_has_no_action_set(made):
+    assert all("action_set" not in r for r in made)
 
 
 def test_truncated_file_fails(made, tmp_path):
@@ -84,3 +133,11 @@ def test_evaluate_record_validates(tmp_path):
     assert len(path.read_text().splitlines()) == 3
     p = _validate(path)
     assert p.returncode == 0 and "3 of 3 records valid" in p.stdout, p.stdout
+
+
+def test_an_empty_path_is_named():
+    # was "kenv validate: error: No such file or directory": no path, no value
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", ""], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()]
+    assert p.stderr.startswith("kenv validate: error: path: got ''; allowed: a records file"), p.stderr

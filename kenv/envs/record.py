@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
-from ..files import open_nofollow
+from ..files import check_out_path, open_nofollow
 
 #: the record format's version (a field of every record)
 RECORD_FORMAT = 1
@@ -48,7 +48,9 @@ class RecordEpisodes(gym.Wrapper):
                                   "kenv.FlatInfo(kenv.RecordEpisodes(gym.make(ID), path))")
             inner = inner.env
         super().__init__(env)
-        self.path = os.fspath(path)
+        # checked now: a path that cannot be written failed at the end of the first
+        # episode, raising from a valid step() (deep inside a training run)
+        self.path = check_out_path(path, "path")
         self._seeds: np.random.Generator | None = None
         self._seed: int | None = None
         self._actions: list = []
@@ -89,7 +91,21 @@ class RecordEpisodes(gym.Wrapper):
                 "profile": base.profile.name,
                 "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
                 "return": self._return, "components": self._components,
-                "length": len(self._actions), "terminated": terminated, "truncated": truncated}
+                "length": len(self._actions), "terminated": terminated, "truncated": truncated,
+                **self._action_set()}
+
+    def _action_set(self) -> dict:
+        """``{"action_set": ...}`` when the env was made with an ``actions=`` other than its
+        id's (an action is an index into the set: kenv validate replays with the same
+        set), else nothing (records of the id's own actions are unchanged)."""
+        spec = self.env.spec
+        if spec is None or spec.kwargs.get("actions") == gym.spec(spec.id).kwargs.get("actions"):
+            return {}
+        base = self.env.unwrapped
+        codec = base.codec
+        if hasattr(codec, "dims"):   # MultiDiscrete: one list per decision
+            return {"action_set": {d: list(names) for d, names in zip(codec.dims, base.actions)}}
+        return {"action_set": list(base.actions)}
 
     def _write(self, terminated: bool, truncated: bool) -> None:
         line = json.dumps(self.record(terminated, truncated), sort_keys=True) + "\n"

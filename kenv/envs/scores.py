@@ -24,8 +24,11 @@ makes the same call).
 from __future__ import annotations
 
 import math
+import numbers
 from types import MappingProxyType
-from typing import Sequence
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from ..errors import ConfigError
 from ..schema import check_choice
@@ -70,15 +73,34 @@ def has_score(env_id: str, profile: str) -> bool:
     return profile == SCORE_PROFILE and canonical_id(env_id) in REFERENCE_RETURNS
 
 
+def _is_return(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and math.isfinite(x)
+
+
+def _returns(returns: object) -> list[float]:
+    """``returns`` as a non-empty list of finite floats, or a ConfigError naming it (a
+    string was read character by character, None raised a TypeError, NaN scored NaN)."""
+    allowed = "a finite return (a number) or a non-empty list of finite returns"
+    if _is_return(returns):
+        return [float(returns)]
+    if isinstance(returns, np.ndarray):
+        vals = list(returns.ravel()) if returns.ndim <= 1 else [returns]   # (2-D: refused)
+    elif isinstance(returns, (str, bytes, Mapping)) or not isinstance(returns, Iterable):
+        raise ConfigError("returns", returns, allowed)
+    else:
+        vals = list(returns)
+    if not vals or not all(_is_return(r) for r in vals):
+        raise ConfigError("returns", returns, allowed)
+    return [float(r) for r in vals]
+
+
 def normalized_score(env_id: str, returns: float | Sequence[float]) -> float:
     """The normalised score of the mean of ``returns`` (a return or a list of
     returns of ``env_id`` under the ``balanced`` profile): 0 = random, 100 = the
     reference (:data:`REFERENCE_POLICY`); linear in the return.  An old id
     (kenv.envs.registration.RENAMED) is scored as the id that replaces it."""
     env_id = check_choice(canonical_id(env_id), "env", tuple(REFERENCE_RETURNS))
-    vals = [float(returns)] if isinstance(returns, (int, float)) else [float(r) for r in returns]
-    if not vals:
-        raise ConfigError("returns", returns, "a return or a non-empty list of returns")
+    vals = _returns(returns)
     lo, hi = REFERENCE_RETURNS[env_id]
     mean = math.fsum(vals) / len(vals)
     return 100.0 * (mean - lo) / (hi - lo)

@@ -52,15 +52,21 @@ def check_record(rec: dict) -> str | None:
     other = "" if version == kenv.__version__ and dyn == now else \
         (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
          f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
+    seed = rec["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):   # (None: reset() would draw a random episode)
+        return f"seed {seed!r} is not an integer: the episode cannot be replayed without its reset seed"
+    kwargs = {"actions": rec["action_set"]} if "action_set" in rec else {}   # (made with actions=)
     try:
-        env = gym.make(canonical_id(env_id), profile=rec["profile"])   # (an old id: the same env)
+        env = gym.make(canonical_id(env_id), profile=rec["profile"], **kwargs)   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
-        return f"profile {rec.get('profile')!r}: {e}"
-    _, info = env.reset(seed=rec["seed"])
+        field = str(getattr(e, "field", ""))
+        what = "action_set" if kwargs and not field.startswith(("profile", "reward")) else "profile"
+        return f"{what} {rec.get(what)!r}: {e}"
+    _, info = env.reset(seed=seed)
     if info.get("scenario") != rec.get("scenario"):
         return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
     total, comps, steps = 0.0, {}, 0
-    done = False
+    done = term = trunc = False
     for a in rec["actions"]:
         if done:
             return f"{len(rec['actions'])} actions but the episode ended after {steps}{other}"
@@ -76,6 +82,9 @@ def check_record(rec: dict) -> str | None:
     env.close()
     if not done:
         return f"the episode has not ended after the record's {steps} actions (dropped actions?){other}"
+    if (term, trunc) != (rec.get("terminated"), rec.get("truncated")):
+        return (f"terminated {rec.get('terminated')!r}, truncated {rec.get('truncated')!r} != replayed "
+                f"terminated {term!r}, truncated {trunc!r}{other}")
     if steps != rec.get("length"):
         return f"length {rec.get('length')} != replayed {steps}{other}"
     if total != rec.get("return"):
@@ -86,6 +95,9 @@ def check_record(rec: dict) -> str | None:
 
 
 def validate(path: str) -> ValidateResult:
+    if not path:   # (open('') names no file: the error would not say what was given)
+        raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
+                          "kenv.RecordEpisodes)")
     out = ValidateResult(path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
