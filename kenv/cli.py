@@ -123,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     va = sub.add_parser("validate", help="replay every episode record of a JSON Lines file; exit 1 on any mismatch")
     va.add_argument("path", help="a records file (kenv.RecordEpisodes, kenv evaluate --record)")
     va.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    _no_seed(va, "no --seed in kenv validate: each record is replayed from its own seed")
+    # --seed stays accepted (scripts pass it; flags are not taken away) but means nothing here
+    va.add_argument("--seed", type=cli_seed, default=None,
+                    help="ignored: each record is replayed from its own seed (kept for scripts that pass it)")
     va.set_defaults(_run=_validate)
 
     b = sub.add_parser("bench", help="steps/s of each kenv env as a ratio to CartPole-v1 in the same run")
@@ -178,6 +180,8 @@ def _evaluate(args: argparse.Namespace):
 def _validate(args: argparse.Namespace):
     from .envs.validate import validate
 
+    if args.seed is not None:
+        print("kenv validate: note: --seed is ignored: each record is replayed from its own seed", file=sys.stderr)
     return validate(args.path)
 
 
