@@ -61,6 +61,8 @@ def load_model(path: str, algo: str | None = None, *, env: gym.Env | None = None
     algo = algo or run.get("algo")
     if env is None:
         env = _env_of_run(run, label, path)
+    elif run:
+        _check_action_set(run, env, label, path)
     if not os.path.isfile(path):
         raise ConfigError(label, path, "an existing SB3 model .zip (kenv train's model.zip, or model.save())")
     if not zipfile.is_zipfile(path):
@@ -89,6 +91,32 @@ def _env_of_run(run: dict, label: str, path: str) -> gym.Env:
         raise ConfigError(label, path, "a model in a kenv train run directory (its run.yaml names the env), "
                                        "or an env to load it for")
     return gym.make(env_id, **kwargs)
+
+
+def _check_action_set(run: dict, env: gym.Env, label: str, path: str) -> None:
+    """A model's actions are indices into the action set of the env it trained on: the
+    same number of actions in another order (``actions=``, ``kenv evaluate --actions``)
+    would pass the spaces check and play other choices.  Where the run's ``run.yaml``
+    names its env, its action names must be ``env``'s (a bare .zip says only its spaces)."""
+    ours = getattr(env.unwrapped, "actions", None)
+    if ours is None:
+        return
+    try:
+        trained = _env_of_run(run, label, path)
+    except ConfigError:
+        return      # run.yaml does not name a kenv env: only the spaces can be checked
+    theirs = trained.unwrapped.actions
+    trained.close()
+    if tuple(theirs) != tuple(ours):
+        raise ConfigError(label, path, f"a model trained on this env's actions ({_names(ours)}); "
+                                       f"its run trained on {_names(theirs)}")
+
+
+def _names(actions) -> str:
+    """An action set as one line: ``a, b`` or, per decision, ``[a, b] [c, d]``."""
+    if actions and isinstance(actions[0], tuple):
+        return " ".join("[" + ", ".join(names) + "]" for names in actions)
+    return ", ".join(actions)
 
 
 def read_run_yaml(run_dir: str) -> dict | None:

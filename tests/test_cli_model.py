@@ -125,3 +125,23 @@ def test_bench_says_what_its_ratio_is_and_json_has_the_plain_ratio(capsys, monke
     assert e["rate_ratio_to_cartpole"] == 0.3             # ... here not: median 30 / median 100
     text = res.format_text()
     assert "median" in text and "rate_ratio_to_cartpole" in text
+
+
+def test_a_run_model_is_refused_on_a_reordered_action_set(tmp_path, capsys):
+    """A model's actions are indices into its training env's action set: on the same
+    actions in another order (``--actions``) the spaces match and the model would play the
+    opposite choices.  A kenv train run says its env (run.yaml): a model of it is refused
+    where the action names differ, and plays where they are the same."""
+    run = tmp_path / "run"
+    assert main(["train", "--config", "ppo", "--env", "kenv/Raid6Bench-v3", "--n-timesteps", "512",
+                 "--eval-freq", "512", "--out", str(run), "--no-progress"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "2",
+              "--model", str(run), "--actions", "migrate_disable,preempt_disable"])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and line.startswith("kenv evaluate: error: --model: "), line
+    assert ("this env's actions (migrate_disable, preempt_disable); "
+            "its run trained on preempt_disable, migrate_disable") in line
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "2",
+                 "--model", str(run), "--actions", "preempt_disable,migrate_disable"]) == 0
