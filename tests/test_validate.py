@@ -119,6 +119,38 @@ def test_record_of_the_ids_own_actions_has_no_action_set(made):
     assert all("action_set" not in r for r in made)
 
 
+def test_record_of_a_profile_that_is_not_packaged_validates(tmp_path):
+    """Records of an env with ``reward_weights=`` overrides or a profile YAML of the
+    user's named a profile kenv validate cannot look up ("profile 'balanced+overrides'"):
+    they carry the weights, are replayed with them, and changed weights fail.  A record
+    cannot borrow a packaged profile's name for other weights."""
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text("name: mylat\nweights: {entropy: 0.5, throughput: 1, latency: 3, rcu_stall: 1, bug: 1, "
+                    "spin: 0.1}\n")
+    over = _make(tmp_path / "over.jsonl", ', reward_weights={"latency": 4.0}')
+    mine = _make(tmp_path / "mine.jsonl", f', profile="{yaml}"')
+    assert over[0]["profile"] == "balanced+overrides" and over[0]["reward_weights"]["latency"] == 4.0
+    assert mine[0]["profile"] == "mylat" and mine[0]["reward_weights"]["spin"] == 0.1
+    for recs in (over, mine):
+        p = _validate(_write(tmp_path / "r.jsonl", recs))
+        assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    bad = json.loads(json.dumps(over[0]))
+    bad["reward_weights"]["latency"] = 5.0          # other weights: another return
+    p = _validate(_write(tmp_path / "r.jsonl", [bad]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: return "), p.stdout
+    bad["profile"] = "balanced"                     # a packaged name with other weights
+    p = _validate(_write(tmp_path / "r.jsonl", [bad]))
+    assert p.returncode == 1 and "are not those of the packaged profile 'balanced'" in p.stdout, p.stdout
+    bad["reward_weights"] = {"latency": "x"}
+    p = _validate(_write(tmp_path / "r.jsonl", [bad]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: reward_weights {'latency': 'x'}: "), p.stdout
+
+
+def test_record_of_a_packaged_profile_has_no_reward_weights(made, tmp_path):
+    assert all("reward_weights" not in r for r in made)
+    assert all("reward_weights" not in r for r in _make(tmp_path / "lat.jsonl", ', profile="latency"'))
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

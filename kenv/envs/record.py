@@ -92,7 +92,19 @@ class RecordEpisodes(gym.Wrapper):
                 "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
                 "return": self._return, "components": self._components,
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated,
-                **self._action_set()}
+                **self._action_set(), **self._reward_weights()}
+
+    def _reward_weights(self) -> dict:
+        """``{"reward_weights": ...}`` when the env's profile is not a packaged one as
+        packaged (``reward_weights=`` overrides, a profile YAML of the user's): kenv validate
+        cannot look such a profile up by name, so it replays with these weights.  Records of
+        a packaged profile are unchanged."""
+        from .reward import available_profiles, load_profile
+
+        profile = self.env.unwrapped.profile
+        if profile.name in available_profiles() and dict(load_profile(profile.name).weights) == dict(profile.weights):
+            return {}
+        return {"reward_weights": dict(profile.weights)}
 
     def _action_set(self) -> dict:
         """``{"action_set": ...}`` when the env was made with an ``actions=`` other than its
