@@ -71,10 +71,35 @@ def test_tampering_fails(made, tmp_path, case):
     assert "line 1: FAIL" in p.stdout and "line 2: ok" in p.stdout
     if case in ("version", "dynamics"):
         assert "kenv 0.0.1" in p.stdout and "0.1.0" in p.stdout
-    if case in ("ending", "no_ending"):
+    if case == "ending":
         assert "terminated" in p.stdout.splitlines()[0] and "truncated" in p.stdout.splitlines()[0]
+    if case == "no_ending":
+        assert p.stdout.startswith("line 1: FAIL: field 'terminated' is missing"), p.stdout
     if case == "dynamics":
         assert "dynamics 0123456789ab" in p.stdout and "dynamics changed" in p.stdout
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("actions", None, "actions None is not a list"),
+    ("format", 100, "format 100: this kenv reads record format 1"),
+    ("format", None, "format None is not an integer"),
+    ("return", "9.5", "return '9.5' is not an integer or a number"),
+    ("components", [], "components [] is not an object"),
+    ("length", True, "length True is not an integer"),
+    ("scenario", None, None),
+])
+def test_a_malformed_field_is_named(made, tmp_path, field, value, says):
+    """A record field of the wrong JSON type, a missing one or another record format is one
+    line naming the field and the value (was "malformed record: TypeError: 'NoneType' object
+    is not iterable"; a record of format 100 or null passed)."""
+    rec = json.loads(json.dumps(made[0]))
+    if says is None:
+        del rec[field]
+        says = f"field {field!r} is missing"
+    else:
+        rec[field] = value
+    p = _validate(_write(tmp_path / "r.jsonl", [rec]))
+    assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: {says}"), p.stdout
 
 
 @pytest.mark.parametrize("seed", [None, "1", 1.0, True])

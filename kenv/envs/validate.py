@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..schema import check_profile_file
+from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
 from .scores import dynamics_fingerprint
@@ -42,10 +43,36 @@ class ValidateResult:
         return "\n".join(out)
 
 
+#: the fields every record has (kenv.envs.record), with the JSON types they take
+FIELDS = {"format": (int,), "env_id": (str,), "kenv_version": (str,), "profile": (str,), "seed": (int,),
+          "scenario": (dict,), "actions": (list,), "return": (int, float), "components": (dict,),
+          "length": (int,), "terminated": (bool,), "truncated": (bool,)}
+_JSON = {int: "an integer", float: "a number", str: "a string", dict: "an object", list: "a list",
+         bool: "true or false"}
+
+
+def check_fields(rec: dict) -> str | None:
+    """None if every field of a record is there with its JSON type and the format is
+    this kenv's, else the first that is not, named (one line)."""
+    for name, types in FIELDS.items():
+        if name not in rec:
+            return f"field {name!r} is missing"
+        v = rec[name]
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            why = ": the episode cannot be replayed without its reset seed" if name == "seed" else ""
+            return f"{name} {v!r} is not {' or '.join(_JSON[t] for t in types)}{why}"
+    if rec["format"] != RECORD_FORMAT:
+        return f"format {rec['format']!r}: this kenv reads record format {RECORD_FORMAT}"
+    return None
+
+
 def check_record(rec: dict) -> str | None:
     """None if ``rec`` replays exactly, else what differs (one line)."""
     import kenv
 
+    bad = check_fields(rec)
+    if bad is not None:
+        return bad
     env_id = rec.get("env_id")
     if env_id not in ENV_IDS and env_id not in RENAMED:   # (a record of an old id: same dynamics)
         return f"env_id {env_id!r} is not a kenv id ({', '.join(ENV_IDS)})"
@@ -54,9 +81,7 @@ def check_record(rec: dict) -> str | None:
     other = "" if version == kenv.__version__ and dyn == now else \
         (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
          f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
-    seed = rec["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int):   # (None: reset() would draw a random episode)
-        return f"seed {seed!r} is not an integer: the episode cannot be replayed without its reset seed"
+    seed = rec["seed"]     # (an integer, check_fields: None would make reset() draw a random episode)
     kwargs = {"actions": rec["action_set"]} if "action_set" in rec else {}   # (made with actions=)
     try:
         profile = rec["profile"]
