@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
+from kenv.envs.kernel_env import DIMENSIONS
 from kenv.envs.record import RecordEpisodes
 from kenv.envs.reward import COMPONENTS, load_profile
 from kenv.errors import ConfigError, about
@@ -116,7 +117,7 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
 
 #: what ``kenv evaluate --actions`` takes: on an env with one decision, and on kenv/Kernel-*
 ONE_DECISION_FORM = "one comma-separated list of this env's action values (e.g. hardirq,workqueue,timer)"
-PER_DECISION_FORM = ("DECISION=A,B,... once per decision of this env (deferral, wait, raid6; "
+PER_DECISION_FORM = (f"DECISION=A,B,... once per decision of this env ({', '.join(DIMENSIONS)}; "
                      "e.g. --actions deferral=hardirq,timer --actions wait=cpu_relax,hwrng_yield)")
 #: a comma between action names (not the one inside ``usleep_range(MIN,MAX)``)
 _NAME_SEP = re.compile(r",(?![^(]*\))")
@@ -142,7 +143,7 @@ def parse_actions(values: Sequence[str], per_decision: bool = False) -> list[str
     by_decision: dict[str, list[str]] = {}
     for given in values:
         d, sep, text = given.partition("=")
-        if not sep or d.strip() in by_decision:
+        if not sep or d.strip() in by_decision or d.strip() not in DIMENSIONS:
             raise ConfigError("actions", given, form)
         by_decision[d.strip()] = names(text, given)
     return by_decision

@@ -64,8 +64,11 @@ def test_parse_actions(values, per_decision, expected):
 @pytest.mark.parametrize("values, per_decision", [
     (["a", "b"], False), (["wait=a"], False), ([""], False), (["a,,b"], False),
     (["timer"], True), (["deferral=a", "deferral=b"], True), (["deferral="], True),
+    (["foo=timer"], True),     # (was the env's Python-API wording: "None or a mapping with keys ...")
 ])
 def test_parse_actions_refuses_with_the_field(values, per_decision):
     with pytest.raises(ConfigError) as e:
         parse_actions(values, per_decision)
     assert e.value.field == "actions"
+    if per_decision:
+        assert e.value.allowed.startswith("DECISION=A,B,... once per decision of this env (deferral, wait, raid6;")
