@@ -352,8 +352,8 @@ def validate_block(block: Any, env_id: str, algo: str, label: str) -> TrainConfi
     cfg = TrainConfig(env_id, algo, label, m.n_timesteps, m.n_envs, m.policy, hyperparams, env_kwargs, env_wrapper)
     try:  # the env accepts env_kwargs
         env = gym.make(env_id, **env_kwargs)
-    except ConfigError:
-        raise
+    except ConfigError as e:   # the env's own check: named where it is in the file
+        raise ConfigError(f"{where}.env_kwargs.{e.field}", e.value, e.allowed) from None
     except Exception as e:  # noqa: BLE001 - gym.make's own check of the kwargs
         raise ConfigError(f"{where}.env_kwargs", env_kwargs,
                           f"keyword arguments of {env_id}'s constructor ({type(e).__name__}: {e})") from None

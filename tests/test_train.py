@@ -236,6 +236,9 @@ def test_malformed_yaml_names_the_file(tmp_path, text, where):
     ("{n_timesteps: 1000, gamma: 1e0}", "gamma", "write 1.0e+0"),
     ("{n_timesteps: 1000, n_envs: 100000000000}", "n_envs", "1024"),
     ("{n_timesteps: 1000, env_kwargs: [1, 2]}", "env_kwargs", "mapping"),
+    # the env's own refusal, named where it is in the file (was "foo: got 1", no file, no block)
+    ("{n_timesteps: 1000, env_kwargs: {foo: 1}}", "kenv/Raid6Bench-v3.env_kwargs.foo", "takes no foo"),
+    ("{n_timesteps: 1000, env_kwargs: {profile: nope}}", "kenv/Raid6Bench-v3.env_kwargs.", "packaged name"),
     ("[1, 2]", "kenv/Raid6Bench-v3", "mapping"),
 ])
 def test_bad_hyperparameters_name_the_field(tmp_path, block, field, allowed):
