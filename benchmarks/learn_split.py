@@ -181,23 +181,23 @@ def main() -> None:
         return
     print(f"PPO learn(), {args.steps} env steps, microseconds per env step (median of {args.rounds}), "
           "one torch thread; config: the kenv id's shipped block")
-    w = max(len("run"), *(len(r["run"]) for r in rows))
-    head = f"{'run':<{w}} {'total':>6} " + " ".join(f"{p:>8}" for p in PARTS)
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(f"{r['run']:<{w}} {r['total']:>6.0f} " + " ".join(f"{r[p]:>8.0f}" for p in PARTS))
+    print_table("run", rows, ["total", *PARTS], 0, width=8)
     print()
     print("learn() rate / CartPole-v1's, from the totals above; 'if env = CartPole's': the id's env side")
     print("(env step, reset, vec env) as cheap as CartPole's under the same block")
-    keys = list(bounds[0])[1:]
-    w = max(len("env"), *(len(b["env"]) for b in bounds))
-    head = f"{'env':<{w}} " + " ".join(f"{k:>{len(k)}}" for k in keys)
+    print_table("env", bounds, list(bounds[0])[1:], 2)
+
+
+def print_table(key: str, rows: list[dict], cols: list[str], digits: int, width: int = 0) -> None:
+    """A text table: a line per row, its ``key`` first, then ``cols`` right-aligned (at least
+    ``width`` wide) with ``digits`` decimals."""
+    w = max(len(key), *(len(r[key]) for r in rows))
+    widths = [max(width, len(c)) for c in cols]
+    head = f"{key:<{w}} " + " ".join(f"{c:>{n}}" for c, n in zip(cols, widths))
     print(head)
     print("-" * len(head))
-    for b in bounds:
-        print(f"{b['env']:<{w}} " + " ".join(f"{b[k]:>{len(k)}.2f}" for k in keys))
-
+    for r in rows:
+        print(f"{r[key]:<{w}} " + " ".join(f"{r[c]:>{n}.{digits}f}" for c, n in zip(cols, widths)))
 
 if __name__ == "__main__":
     main()
