@@ -124,6 +124,15 @@ def check_reward_weights(value: Any, field: str = "reward_weights") -> dict[str,
     return {} if m is None else {c: w for c, w in m.model_dump().items() if w is not None}
 
 
+_WEIGHTS = TypeAdapter(RewardWeights)
+
+
+def check_all_reward_weights(value: Any, field: str = "reward_weights") -> dict[str, float]:
+    """A weight for every component (an episode record's ``reward_weights``)."""
+    return validate(_WEIGHTS, value, field, "a mapping {component: weight} with every component: "
+                    + ", ".join(_COMPONENTS) + "; " + WEIGHT_ALLOWED).model_dump()
+
+
 class RewardProfileFile(BaseModel):
     """A reward profile YAML file (``configs/reward/*.yaml``)."""
 
@@ -578,7 +587,7 @@ cli_seconds = cli_float(0.0, MAX_SECONDS, "simulated seconds")
 
 __all__ = [
     "MAX_COUNT", "MAX_SECONDS", "MAX_SEED", "MAX_TRAIN_SEED", "MAX_WEIGHT", "MixFile", "NameOrPath",
-    "RENDER_MODES", "ResetOptions", "RewardProfileFile", "RewardWeights", "Weight", "check_action_names",
+    "RENDER_MODES", "ResetOptions", "RewardProfileFile", "RewardWeights", "Weight", "check_action_names", "check_all_reward_weights",
     "check_actions_per_decision", "check_bool", "check_choice", "check_fast_forward", "check_int",
     "check_kernel_option", "check_load_balance", "check_mix", "check_mix_file", "check_name_or_path",
     "check_number", "check_phases", "check_profile_arg", "check_profile_file", "check_render_mode",

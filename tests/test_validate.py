@@ -168,7 +168,12 @@ def test_record_of_a_profile_that_is_not_packaged_validates(tmp_path):
     assert p.returncode == 1 and "are not those of the packaged profile 'balanced'" in p.stdout, p.stdout
     bad["reward_weights"] = {"latency": "x"}
     p = _validate(_write(tmp_path / "r.jsonl", [bad]))
-    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: reward_weights {'latency': 'x'}: "), p.stdout
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: reward_weights"), p.stdout
+    assert "with every component: entropy, throughput" in p.stdout
+    del bad["reward_weights"]
+    bad["profile"] = "nope"                         # (named as the profile, not as reward_weights)
+    p = _validate(_write(tmp_path / "r.jsonl", [bad]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: profile 'nope': "), p.stdout
 
 
 def test_record_of_a_packaged_profile_has_no_reward_weights(made, tmp_path):

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
-from ..schema import check_profile_file
+from ..schema import check_all_reward_weights
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
@@ -83,19 +83,21 @@ def check_record(rec: dict) -> str | None:
          f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
     seed = rec["seed"]     # (an integer, check_fields: None would make reset() draw a random episode)
     kwargs = {"actions": rec["action_set"]} if "action_set" in rec else {}   # (made with actions=)
+    profile = rec["profile"]
+    if "reward_weights" in rec:   # (a profile that is not packaged: its weights, under its name)
+        try:
+            weights = check_all_reward_weights(rec["reward_weights"])
+        except ConfigError as e:
+            return str(e)
+        if profile in available_profiles() and weights != load_profile(profile).weights:
+            return (f"reward_weights {rec['reward_weights']!r} are not those of the packaged profile "
+                    f"{profile!r} the record names")
+        profile = RewardProfile(profile, weights)
     try:
-        profile = rec["profile"]
-        if "reward_weights" in rec:   # (a profile that is not packaged: its weights, under its name)
-            f = check_profile_file({"name": str(profile), "weights": rec["reward_weights"]}, "reward_weights")
-            if f.name in available_profiles() and f.weights.model_dump() != load_profile(f.name).weights:
-                return (f"reward_weights {rec['reward_weights']!r} are not those of the packaged profile "
-                        f"{f.name!r} the record names")
-            profile = RewardProfile(f.name, f.weights.model_dump())
         env = gym.make(canonical_id(env_id), profile=profile, **kwargs)   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
         field = str(getattr(e, "field", ""))
-        what = ("action_set" if kwargs and not field.startswith(("profile", "reward"))
-                else "reward_weights" if field.startswith("reward") else "profile")
+        what = "action_set" if kwargs and not field.startswith(("profile", "reward")) else "profile"
         return f"{what} {rec.get(what)!r}: {e}"
     _, info = env.reset(seed=seed)
     if info.get("scenario") != rec.get("scenario"):
