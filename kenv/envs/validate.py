@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import gymnasium as gym
 import numpy as np
@@ -44,11 +45,12 @@ class ValidateResult:
 
 
 #: the fields every record has (kenv.envs.record), with the JSON types they take
-FIELDS = {"format": (int,), "env_id": (str,), "kenv_version": (str,), "profile": (str,), "seed": (int,),
-          "scenario": (dict,), "actions": (list,), "return": (int, float), "components": (dict,),
-          "length": (int,), "terminated": (bool,), "truncated": (bool,)}
-_JSON = {int: "an integer", float: "a number", str: "a string", dict: "an object", list: "a list",
-         bool: "true or false"}
+FIELDS = MappingProxyType({
+    "format": (int,), "env_id": (str,), "kenv_version": (str,), "profile": (str,), "seed": (int,),
+    "scenario": (dict,), "actions": (list,), "return": (int, float), "components": (dict,), "length": (int,),
+    "terminated": (bool,), "truncated": (bool,)})
+_JSON = MappingProxyType({int: "an integer", float: "a number", str: "a string", dict: "an object", list: "a list",
+                          bool: "true or false"})
 
 
 def check_fields(rec: dict) -> str | None:
