@@ -102,6 +102,27 @@ def test_a_malformed_field_is_named(made, tmp_path, field, value, says):
     assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: {says}"), p.stdout
 
 
+@pytest.fixture(scope="module")
+def made_multi(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rec") / "rec.jsonl"
+    subprocess.run([sys.executable, "-c", MAKE.format(env="kenv/Kernel-v3", kw=""), str(path)], check=True)
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("action", ["one", [True, 0, 0], ["1", "0", "0"], [1.0, 0, 0], [10**30, 0, 0], [None, 0, 0]])
+def test_an_action_that_is_not_json_integers_fails(made_multi, tmp_path, action):
+    """An action is an integer or a list of integers, as the wrapper writes them: numpy read
+    1.9 as 1 and "1" or true as 1 (such a record passed), and an int past int64 raised
+    (a traceback)."""
+    rec = json.loads(json.dumps(made_multi[0]))
+    first = rec["actions"][0]
+    rec["actions"][0] = ([int(first[0]) + 0.9] + first[1:] if action == "one" else action)
+    p = _validate(_write(tmp_path / "r.jsonl", [rec, made_multi[1]]))
+    assert p.returncode == 1 and p.stderr == "", p.stdout + p.stderr
+    assert p.stdout.startswith(f"line 1: FAIL: action {rec['actions'][0]!r} at step 0 is not in MultiDiscrete"), p.stdout
+    assert "line 2: ok" in p.stdout
+
+
 @pytest.mark.parametrize("seed", [None, "1", 1.0, True])
 def test_record_without_an_integer_seed_fails(made, tmp_path, seed):
     # reset(seed=None) draws a random episode: replaying it could pass or fail by chance

@@ -68,6 +68,10 @@ def check_fields(rec: dict) -> str | None:
     return None
 
 
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def check_record(rec: dict) -> str | None:
     """None if ``rec`` replays exactly, else what differs (one line)."""
     import kenv
@@ -109,8 +113,15 @@ def check_record(rec: dict) -> str | None:
     for a in rec["actions"]:
         if done:
             return f"{len(rec['actions'])} actions but the episode ended after {steps}{other}"
-        act = np.asarray(a, dtype=np.int64) if isinstance(a, list) else a
-        if not env.action_space.contains(act):
+        # JSON integers only: np.asarray(..., int64) would truncate 1.9 to 1, read "1" and true as
+        # 1 (a record the wrapper never writes would pass) and raise on an int past int64
+        if _is_int(a):
+            act = a
+        elif isinstance(a, list) and all(_is_int(x) and -2**63 <= x < 2**63 for x in a):
+            act = np.asarray(a, dtype=np.int64)
+        else:
+            act = None
+        if act is None or not env.action_space.contains(act):
             return f"action {a!r} at step {steps} is not in {env.action_space}"
         _, r, term, trunc, info = env.step(act)
         steps += 1
