@@ -202,6 +202,26 @@ def test_record_of_a_packaged_profile_has_no_reward_weights(made, tmp_path):
     assert all("reward_weights" not in r for r in _make(tmp_path / "lat.jsonl", ', profile="latency"'))
 
 
+@pytest.mark.parametrize("where", ["return", "components"])
+def test_a_duplicate_key_fails(made, tmp_path, where):
+    """json keeps a key's last value, other readers may keep the first: a record giving a
+    field twice ({"return": 999.0, ..., "return": <the true one>}) passed."""
+    rec = made[0]
+    if where == "return":
+        line = '{"return": 999.0, ' + json.dumps(rec)[1:]
+    else:
+        comps = json.dumps(rec["components"])
+        line = json.dumps(rec).replace(comps, '{"latency": 1e9, ' + comps[1:])
+    path = tmp_path / "r.jsonl"
+    path.write_text(line + "\n" + json.dumps(made[1]) + "\n")
+    assert json.loads(line) == rec          # (what json alone reads: the record as made)
+    p = _validate(path)
+    assert p.returncode == 1, p.stdout
+    key = "return" if where == "return" else "latency"
+    assert p.stdout.startswith(f"line 1: FAIL: key {key!r} appears twice"), p.stdout
+    assert "line 2: ok" in p.stdout
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

@@ -144,6 +144,21 @@ def check_record(rec: dict) -> str | None:
     return None
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object as a dict, refusing a key given twice: json keeps the last value, other
+    readers of a records file may keep the first (a record claiming two returns would pass)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"key {k!r} appears twice in one object: a record gives each field once")
+        out[k] = v
+    return out
+
+
 def validate(path: str) -> ValidateResult:
     if not path:   # (open('') names no file: the error would not say what was given)
         raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
@@ -156,9 +171,12 @@ def validate(path: str) -> ValidateResult:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, object_pairs_hook=_unique_keys)
             if not isinstance(rec, dict):
                 raise ValueError
+        except _DuplicateKey as e:
+            out.lines.append((n, False, str(e)))
+            continue
         except ValueError:
             out.lines.append((n, False, "not a whole JSON record (a truncated file?)"))
             continue
