@@ -222,6 +222,17 @@ def test_a_duplicate_key_fails(made, tmp_path, where):
     assert "line 2: ok" in p.stdout
 
 
+def test_deeply_nested_json_is_one_line(made, tmp_path):
+    """json's decoder recurses per nesting level and raised RecursionError, not a
+    ValueError: a line of 100,000 brackets was a traceback."""
+    path = tmp_path / "r.jsonl"
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n" + json.dumps(made[1]) + "\n")
+    p = _validate(path)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stdout.startswith("line 1: FAIL: JSON nested deeper than a record is"), p.stdout
+    assert "line 2: ok" in p.stdout
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

@@ -177,6 +177,9 @@ def validate(path: str) -> ValidateResult:
         except _DuplicateKey as e:
             out.lines.append((n, False, str(e)))
             continue
+        except RecursionError:   # (json's decoder recurses per nesting level: not a ValueError)
+            out.lines.append((n, False, "JSON nested deeper than a record is (not a kenv record)"))
+            continue
         except ValueError:
             out.lines.append((n, False, "not a whole JSON record (a truncated file?)"))
             continue
