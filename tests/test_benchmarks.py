@@ -186,6 +186,25 @@ def test_learn_split_parts_add_up_to_the_total_for_each_run():
     assert b["shipped if env = CartPole's"] == pytest.approx(zoo["total"] / free)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_learn_split_median_parts_add_up_to_the_median_total(n):
+    """The table's row of several rounds: its parts add up to its total (medians taken part
+    by part came from different rounds: 10 + 1 + 1 = 12 against a median total of 11)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.learn_split import PARTS, median_split
+    finally:
+        sys.path.remove(str(ROOT))
+    runs = [{"total": 12.0, "env step": 10.0, "reset": 0.0, "vec env": 0.0, "policy": 1.0, "updates": 1.0},
+            {"total": 11.0, "env step": 1.0, "reset": 0.0, "vec env": 0.0, "policy": 9.0, "updates": 1.0},
+            {"total": 13.0, "env step": 1.0, "reset": 0.0, "vec env": 0.0, "policy": 1.0, "updates": 11.0},
+            {"total": 10.0, "env step": 2.0, "reset": 2.0, "vec env": 2.0, "policy": 2.0, "updates": 2.0}][:n]
+    m = median_split(runs)
+    middle = sorted(r["total"] for r in runs)[(n - 1) // 2:n // 2 + 1]    # (the median of the totals)
+    assert m["total"] == pytest.approx(sum(middle) / len(middle))
+    assert sum(m[p] for p in PARTS) == pytest.approx(m["total"])
+
+
 @pytest.mark.parametrize("args, named", [
     (["--rounds", "0"], "--steps 4096 / --rounds 0: both must be >= 1"),
     (["--env", "kenv/Nope-v0"], "--env: unknown env 'kenv/Nope-v0'; allowed: kenv/RandomMix-v2"),
