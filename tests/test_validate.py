@@ -233,6 +233,34 @@ def test_deeply_nested_json_is_one_line(made, tmp_path):
     assert "line 2: ok" in p.stdout
 
 
+def test_record_of_a_forced_scenario_validates(tmp_path):
+    """An episode reset with options={"scenario": ...} (a context forced, as the oracle
+    does) was replayed with the seed's draw and failed as if tampered: the record carries
+    the override, validate replays with it and says so, and a changed one fails."""
+    path = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-c", f"""
+import sys, gymnasium as gym, kenv
+env = kenv.RecordEpisodes(gym.make("{ENV}"), sys.argv[1])
+env.action_space.seed(0)
+for seed, options in ((2, {{"scenario": {{"preempt": "none"}}}}), (3, None)):
+    env.reset(seed=seed, options=options)
+    while not any(env.step(env.action_space.sample())[2:4]):
+        pass
+""", str(path)], check=True)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert recs[0]["scenario_override"] == {"preempt": "none"} and recs[0]["scenario"]["preempt"] == "none"
+    assert "scenario_override" not in recs[1]
+    p = _validate(path)
+    assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    assert "(scenario forced by reset options: {'preempt': 'none'})" in p.stdout.splitlines()[0]
+    recs[0]["scenario_override"] = {"preempt": "full"}
+    p = _validate(_write(path, recs))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario "), p.stdout
+    recs[0]["scenario_override"] = {"bogus": 1}
+    p = _validate(_write(path, recs))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario_override {'bogus': 1}: "), p.stdout
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

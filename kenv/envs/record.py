@@ -57,6 +57,7 @@ class RecordEpisodes(gym.Wrapper):
         self._return = 0.0
         self._components: dict[str, float] = {}
         self._scenario: dict = {}
+        self._override: dict | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if self._seeds is None:
@@ -66,6 +67,10 @@ class RecordEpisodes(gym.Wrapper):
         self._seed, self._actions, self._return, self._components = int(seed), [], 0.0, {}
         obs, info = self.env.reset(seed=self._seed, options=options)
         self._scenario = dict(info.get("scenario", {}))
+        # reset(options={"scenario": ...}) forces scenario fields over the seed's draw: the
+        # replay needs the same override (the env's checked one, canonical values)
+        replay = getattr(self.env.unwrapped, "_replay", None)
+        self._override = dict(replay[1]) if replay and replay[1] else None
         return obs, info
 
     def step(self, action):
@@ -92,7 +97,8 @@ class RecordEpisodes(gym.Wrapper):
                 "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
                 "return": self._return, "components": self._components,
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated,
-                **self._action_set(), **self._reward_weights()}
+                **self._action_set(), **self._reward_weights(),
+                **({} if self._override is None else {"scenario_override": self._override})}
 
     def _reward_weights(self) -> dict:
         """``{"reward_weights": ...}`` when the env's profile is not a packaged one as

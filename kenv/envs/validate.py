@@ -105,7 +105,11 @@ def check_record(rec: dict) -> str | None:
         field = str(getattr(e, "field", ""))
         what = "action_set" if kwargs and not field.startswith(("profile", "reward")) else "profile"
         return f"{what} {rec.get(what)!r}: {e}"
-    _, info = env.reset(seed=seed)
+    override = rec.get("scenario_override")   # (reset(options={"scenario": ...}) forced these fields)
+    try:
+        _, info = env.reset(seed=seed, options=None if override is None else {"scenario": override})
+    except ConfigError as e:
+        return f"scenario_override {override!r}: {e}"
     if info.get("scenario") != rec.get("scenario"):
         return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
     total, comps, steps = 0.0, {}, 0
@@ -190,5 +194,6 @@ def validate(path: str) -> ValidateResult:
             why = check_record(rec)
         except (KeyError, TypeError, ValueError) as e:
             why = f"malformed record: {type(e).__name__}: {e}"
-        out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}"))
+        forced = f" (scenario forced by reset options: {rec['scenario_override']})" if "scenario_override" in rec else ""
+        out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
