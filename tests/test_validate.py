@@ -261,6 +261,35 @@ for seed, options in ((2, {{"scenario": {{"preempt": "none"}}}}), (3, None)):
     assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario_override {'bogus': 1}: "), p.stdout
 
 
+@pytest.mark.parametrize("scenario", ['"hwrng-control"', '{"reader_bs": {16: 1, 64: 3}, "preempt": "full"}'])
+def test_record_of_an_env_made_with_a_scenario_mix_validates(tmp_path, scenario):
+    """An env made with scenario= (a packaged mix, a mapping, a YAML of the user's) draws
+    the episode's scenario from that mix: replayed with the id's mix the seed drew
+    another and a legitimate record failed.  The record carries the mix (choice, weight
+    pairs: their order and types decide the draw), validate replays with it and says so,
+    and a changed one fails."""
+    path = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-c", MAKE.format(env="kenv/HwrngWait-v2", kw=f", scenario={scenario}"),
+                    str(path)], check=True)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert all("scenario_mix" in r for r in recs)
+    p = _validate(path)
+    assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    assert "scenario_mix: not its id's" in p.stdout.splitlines()[0]
+    bad = json.loads(json.dumps(recs[0]))
+    bad["scenario_mix"]["reader_bs"] = [[4096, 1.0]]     # another mix: another draw
+    p = _validate(_write(path, [bad]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario {"), p.stdout
+    bad["scenario_mix"]["reader_bs"] = [[17, 1.0]]       # not a choice of the field
+    p = _validate(_write(path, [bad]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario_mix "), p.stdout
+    bad["scenario_mix"] = {"reader_bs": {"16": 1}}
+    p = _validate(_write(path, [bad]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario_mix {'reader_bs': {'16': 1}} is not"), \
+        p.stdout
+    assert all("scenario_mix" not in r for r in _make(tmp_path / "plain.jsonl"))
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

@@ -98,7 +98,19 @@ class RecordEpisodes(gym.Wrapper):
                 "return": self._return, "components": self._components,
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated,
                 **self._action_set(), **self._reward_weights(),
-                **({} if self._override is None else {"scenario_override": self._override})}
+                **({} if self._override is None else {"scenario_override": self._override}),
+                **self._scenario_mix()}
+
+    def _scenario_mix(self) -> dict:
+        """``{"scenario_mix": {field: [[choice, weight], ...]}}`` when the env was made with a
+        ``scenario=`` (its mix is not its id's: the seed draws from another mix, and kenv
+        validate replays with this one), else nothing.  Pairs, not an object: the choices keep
+        their order (the draw depends on it) and their JSON types (an int is not a key)."""
+        spec = self.env.spec
+        if spec is None or spec.kwargs.get("scenario") == gym.spec(spec.id).kwargs.get("scenario"):
+            return {}
+        mix = self.env.unwrapped.mix
+        return {"scenario_mix": {f: [[c, w] for c, w in dist.items()] for f, dist in mix.fields.items()}}
 
     def _reward_weights(self) -> dict:
         """``{"reward_weights": ...}`` when the env's profile is not a packaged one as

@@ -99,11 +99,20 @@ def check_record(rec: dict) -> str | None:
             return (f"reward_weights {rec['reward_weights']!r} are not those of the packaged profile "
                     f"{profile!r} the record names")
         profile = RewardProfile(profile, weights)
+    if "scenario_mix" in rec:   # (made with scenario=: the mix the seed drew from)
+        mix = rec["scenario_mix"]
+        if not (isinstance(mix, dict) and all(
+                isinstance(d, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], (str, int, float))
+                                            for p in d) for d in mix.values())):
+            return f"scenario_mix {mix!r} is not an object {{field: [[choice, weight], ...]}}"
+        kwargs["scenario"] = {f: dict(map(tuple, d)) for f, d in mix.items()}
     try:
         env = gym.make(canonical_id(env_id), profile=profile, **kwargs)   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
         field = str(getattr(e, "field", ""))
-        what = "action_set" if kwargs and not field.startswith(("profile", "reward")) else "profile"
+        if field.startswith("scenario"):
+            return f"scenario_mix {rec.get('scenario_mix')!r}: {e}"
+        what = "action_set" if "actions" in kwargs and not field.startswith(("profile", "reward")) else "profile"
         return f"{what} {rec.get(what)!r}: {e}"
     override = rec.get("scenario_override")   # (reset(options={"scenario": ...}) forced these fields)
     try:
@@ -195,5 +204,6 @@ def validate(path: str) -> ValidateResult:
         except (KeyError, TypeError, ValueError) as e:
             why = f"malformed record: {type(e).__name__}: {e}"
         forced = f" (scenario forced by reset options: {rec['scenario_override']})" if "scenario_override" in rec else ""
+        forced += " (the env's own scenario mix, scenario_mix: not its id's)" if "scenario_mix" in rec else ""
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
