@@ -290,6 +290,23 @@ def test_record_of_an_env_made_with_a_scenario_mix_validates(tmp_path, scenario)
     assert all("scenario_mix" not in r for r in _make(tmp_path / "plain.jsonl"))
 
 
+def test_record_of_an_env_with_another_time_limit_validates(tmp_path):
+    """gym.make(id, max_episode_steps=n) truncates every episode at n: replayed under the
+    id's limit the episode had "not ended after the record's n actions" and a legitimate
+    record failed.  The record carries the limit, validate replays with it and says so,
+    and a changed or malformed one fails."""
+    recs = _make(tmp_path / "r.jsonl", ", max_episode_steps=5")
+    assert [(r["max_episode_steps"], r["length"], r["truncated"]) for r in recs] == [(5, 5, True)] * 2
+    p = _validate(tmp_path / "r.jsonl")
+    assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    assert "(time limit 5: not its id's)" in p.stdout.splitlines()[0]
+    for n, says in ((6, "line 1: FAIL: the episode has not ended"), (0, "line 1: FAIL: max_episode_steps 0 is not"),
+                    (True, "line 1: FAIL: max_episode_steps True is not")):
+        p = _validate(_write(tmp_path / "b.jsonl", [dict(recs[0], max_episode_steps=n)]))
+        assert p.returncode == 1 and p.stdout.startswith(says), p.stdout
+    assert all("max_episode_steps" not in r for r in _make(tmp_path / "plain.jsonl"))
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

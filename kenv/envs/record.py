@@ -99,7 +99,16 @@ class RecordEpisodes(gym.Wrapper):
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated,
                 **self._action_set(), **self._reward_weights(),
                 **({} if self._override is None else {"scenario_override": self._override}),
-                **self._scenario_mix()}
+                **self._scenario_mix(), **self._time_limit()}
+
+    def _time_limit(self) -> dict:
+        """``{"max_episode_steps": n}`` when the env's time limit is not its id's
+        (``gym.make(id, max_episode_steps=n)``): the episode was truncated there, and kenv
+        validate replays with the same limit; else nothing."""
+        spec = self.env.spec
+        if spec is None or spec.max_episode_steps == gym.spec(spec.id).max_episode_steps:
+            return {}
+        return {"max_episode_steps": spec.max_episode_steps}
 
     def _scenario_mix(self) -> dict:
         """``{"scenario_mix": {field: [[choice, weight], ...]}}`` when the env was made with a

@@ -106,8 +106,14 @@ def check_record(rec: dict) -> str | None:
                                             for p in d) for d in mix.values())):
             return f"scenario_mix {mix!r} is not an object {{field: [[choice, weight], ...]}}"
         kwargs["scenario"] = {f: dict(map(tuple, d)) for f, d in mix.items()}
+    limit = {}
+    if "max_episode_steps" in rec:   # (made with gym.make(..., max_episode_steps=n))
+        n = rec["max_episode_steps"]
+        if not (_is_int(n) and 1 <= n <= 2**63 - 1):
+            return f"max_episode_steps {n!r} is not an integer >= 1"
+        limit = {"max_episode_steps": n}
     try:
-        env = gym.make(canonical_id(env_id), profile=profile, **kwargs)   # (an old id: the same env)
+        env = gym.make(canonical_id(env_id), profile=profile, **kwargs, **limit)   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
         field = str(getattr(e, "field", ""))
         if field.startswith("scenario"):
@@ -205,5 +211,6 @@ def validate(path: str) -> ValidateResult:
             why = f"malformed record: {type(e).__name__}: {e}"
         forced = f" (scenario forced by reset options: {rec['scenario_override']})" if "scenario_override" in rec else ""
         forced += " (the env's own scenario mix, scenario_mix: not its id's)" if "scenario_mix" in rec else ""
+        forced += f" (time limit {rec['max_episode_steps']}: not its id's)" if "max_episode_steps" in rec else ""
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
