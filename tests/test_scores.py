@@ -47,10 +47,11 @@ def test_evaluate_json_carries_the_score():
 
 
 @pytest.mark.parametrize("returns", ["10", b"10", None, float("nan"), [1.0, float("inf")], True, [None], ["1"],
-                                     {"a": 1.0}, np.array([[1.0]])])
+                                     {"a": 1.0}, np.array([[1.0]]), 10**400, [10**400], [1e308, 1e308]])
 def test_normalized_score_refuses_what_is_not_returns(returns):
     """A string was scored character by character ("10": the mean of 1 and 0), NaN and
-    infinity scored NaN and infinity, None raised a TypeError."""
+    infinity scored NaN and infinity, None raised a TypeError; an int past a float's range
+    and returns whose sum overflows raised OverflowError."""
     with pytest.raises(ConfigError) as e:
         kenv.normalized_score("kenv/Raid6Bench-v3", returns)
     assert e.value.field == "returns"

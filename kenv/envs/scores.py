@@ -74,7 +74,12 @@ def has_score(env_id: str, profile: str) -> bool:
 
 
 def _is_return(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and math.isfinite(x)
+    if not isinstance(x, numbers.Real) or isinstance(x, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:   # (an int past a float's range: isfinite converts it)
+        return False
 
 
 def _returns(returns: object) -> list[float]:
@@ -102,5 +107,8 @@ def normalized_score(env_id: str, returns: float | Sequence[float]) -> float:
     env_id = check_choice(canonical_id(env_id), "env", tuple(REFERENCE_RETURNS))
     vals = _returns(returns)
     lo, hi = REFERENCE_RETURNS[env_id]
-    mean = math.fsum(vals) / len(vals)
+    try:
+        mean = math.fsum(vals) / len(vals)
+    except OverflowError:   # (finite returns whose sum is not a float)
+        raise ConfigError("returns", returns, "finite returns whose sum is a finite float") from None
     return 100.0 * (mean - lo) / (hi - lo)
