@@ -307,6 +307,34 @@ def test_record_of_an_env_with_another_time_limit_validates(tmp_path):
     assert all("max_episode_steps" not in r for r in _make(tmp_path / "plain.jsonl"))
 
 
+def test_record_of_an_env_with_a_kernel_option_validates(made, tmp_path):
+    """irq_threads=True (load_balance=True) gives kenv/Kernel-v3 other dynamics under the
+    same id: replayed without it an episode of a PREEMPT_RT scenario (seed 4) had another
+    return and a legitimate record failed.  The record carries the options, validate
+    replays with them and says so, and a record without them or with junk fails."""
+    path = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-c", """
+import sys, gymnasium as gym, kenv
+env = kenv.RecordEpisodes(gym.make("kenv/Kernel-v3", irq_threads=True), sys.argv[1])
+env.action_space.seed(0)
+_, info = env.reset(seed=4)
+assert info["scenario"]["preempt"] == "rt", info["scenario"]
+while not any(env.step(env.action_space.sample())[2:4]):
+    pass
+""", str(path)], check=True)
+    [rec] = [json.loads(x) for x in path.read_text().splitlines()]
+    assert rec["kernel_options"] == {"irq_threads": True}
+    p = _validate(path)
+    assert p.returncode == 0 and "(kernel options {'irq_threads': True}: not its id's)" in p.stdout, p.stdout
+    del rec["kernel_options"]
+    p = _validate(_write(path, [rec]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: return "), p.stdout
+    p = _validate(_write(path, [dict(rec, kernel_options={"fast_forward": False})]))
+    assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: kernel_options {'fast_forward': False} is not"), \
+        p.stdout
+    assert all("kernel_options" not in r for r in made)
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

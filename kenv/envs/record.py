@@ -99,7 +99,20 @@ class RecordEpisodes(gym.Wrapper):
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated,
                 **self._action_set(), **self._reward_weights(),
                 **({} if self._override is None else {"scenario_override": self._override}),
-                **self._scenario_mix(), **self._time_limit()}
+                **self._scenario_mix(), **self._time_limit(), **self._kernel_options()}
+
+    def _kernel_options(self) -> dict:
+        """``{"kernel_options": {option: value}}`` for the env's kernel options
+        (``irq_threads=``, ``load_balance=``: other dynamics under the same id) that are not
+        its id's, else nothing: kenv validate replays with them."""
+        spec = self.env.spec
+        if spec is None:
+            return {}
+        base = self.env.unwrapped
+        registered = gym.spec(spec.id).kwargs
+        opts = {o: getattr(base, o) for o in getattr(base, "KERNEL_OPTIONS", ())
+                if bool(getattr(base, o)) != bool(registered.get(o, False))}
+        return {"kernel_options": opts} if opts else {}
 
     def _time_limit(self) -> dict:
         """``{"max_episode_steps": n}`` when the env's time limit is not its id's

@@ -68,6 +68,10 @@ def check_fields(rec: dict) -> str | None:
     return None
 
 
+#: the env keyword arguments a record's kernel_options may set (KenvEnv.KERNEL_OPTIONS)
+KERNEL_OPTIONS = ("irq_threads", "load_balance")
+
+
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -106,6 +110,13 @@ def check_record(rec: dict) -> str | None:
                                             for p in d) for d in mix.values())):
             return f"scenario_mix {mix!r} is not an object {{field: [[choice, weight], ...]}}"
         kwargs["scenario"] = {f: dict(map(tuple, d)) for f, d in mix.items()}
+    if "kernel_options" in rec:   # (irq_threads=, load_balance=: the variant's dynamics)
+        opts = rec["kernel_options"]
+        if not (isinstance(opts, dict) and opts and set(opts) <= set(KERNEL_OPTIONS)
+                and all(isinstance(v, bool) for v in opts.values())):
+            return (f"kernel_options {opts!r} is not an object {{option: true or false}} of the options "
+                    + ", ".join(KERNEL_OPTIONS))
+        kwargs.update(opts)
     limit = {}
     if "max_episode_steps" in rec:   # (made with gym.make(..., max_episode_steps=n))
         n = rec["max_episode_steps"]
@@ -118,6 +129,8 @@ def check_record(rec: dict) -> str | None:
         field = str(getattr(e, "field", ""))
         if field.startswith("scenario"):
             return f"scenario_mix {rec.get('scenario_mix')!r}: {e}"
+        if field in rec.get("kernel_options", ()):
+            return f"kernel_options {rec['kernel_options']!r}: {e}"
         what = "action_set" if "actions" in kwargs and not field.startswith(("profile", "reward")) else "profile"
         return f"{what} {rec.get(what)!r}: {e}"
     override = rec.get("scenario_override")   # (reset(options={"scenario": ...}) forced these fields)
@@ -212,5 +225,6 @@ def validate(path: str) -> ValidateResult:
         forced = f" (scenario forced by reset options: {rec['scenario_override']})" if "scenario_override" in rec else ""
         forced += " (the env's own scenario mix, scenario_mix: not its id's)" if "scenario_mix" in rec else ""
         forced += f" (time limit {rec['max_episode_steps']}: not its id's)" if "max_episode_steps" in rec else ""
+        forced += f" (kernel options {rec['kernel_options']}: not its id's)" if "kernel_options" in rec else ""
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
