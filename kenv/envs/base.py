@@ -322,6 +322,13 @@ class KenvEnv(gym.Env):
         ``info["scenario"]`` gives it with one type per field."""
         return dict(self._scenario or {})
 
+    @property
+    def scenario_override(self) -> dict | None:
+        """The scenario fields the current episode's ``reset(options={"scenario": ...})``
+        forced over the seed's draw, as checked (None: none forced, or no episode yet)."""
+        override = None if self._replay is None else self._replay[1]
+        return dict(override) if override else None
+
     def render(self):
         if self.render_mode == "ansi":
             return self._render_ansi()

@@ -69,8 +69,7 @@ class RecordEpisodes(gym.Wrapper):
         self._scenario = dict(info.get("scenario", {}))
         # reset(options={"scenario": ...}) forces scenario fields over the seed's draw: the
         # replay needs the same override (the env's checked one, canonical values)
-        replay = getattr(self.env.unwrapped, "_replay", None)
-        self._override = dict(replay[1]) if replay and replay[1] else None
+        self._override = self.env.unwrapped.scenario_override
         return obs, info
 
     def step(self, action):
