@@ -58,6 +58,10 @@ class RecordEpisodes(gym.Wrapper):
         self._components: dict[str, float] = {}
         self._scenario: dict = {}
         self._override: dict | None = None
+        # what the replay needs of the env beyond its id (fixed when it is made): once, not
+        # at every episode's end
+        self._env_fields = {**self._action_set(), **self._reward_weights(), **self._scenario_mix(),
+                            **self._time_limit(), **self._kernel_options()}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if self._seeds is None:
@@ -96,9 +100,8 @@ class RecordEpisodes(gym.Wrapper):
                 "seed": self._seed, "scenario": self._scenario, "actions": self._actions,
                 "return": self._return, "components": self._components,
                 "length": len(self._actions), "terminated": terminated, "truncated": truncated,
-                **self._action_set(), **self._reward_weights(),
-                **({} if self._override is None else {"scenario_override": self._override}),
-                **self._scenario_mix(), **self._time_limit(), **self._kernel_options()}
+                **self._env_fields,
+                **({} if self._override is None else {"scenario_override": self._override})}
 
     def _kernel_options(self) -> dict:
         """``{"kernel_options": {option: value}}`` for the env's kernel options
