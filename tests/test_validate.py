@@ -259,6 +259,11 @@ for seed, options in ((2, {{"scenario": {{"preempt": "none"}}}}), (3, None)):
     recs[0]["scenario_override"] = {"bogus": 1}
     p = _validate(_write(path, recs))
     assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: scenario_override {'bogus': 1}: "), p.stdout
+    for junk in (None, {}, ["preempt", "none"]):   # (null passed, replayed as the seed's draw)
+        recs[0]["scenario_override"] = junk
+        p = _validate(_write(path, recs))
+        assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: scenario_override {junk!r} is not an object"), \
+            p.stdout
 
 
 @pytest.mark.parametrize("scenario", ['"hwrng-control"', '{"reader_bs": {16: 1, 64: 3}, "preempt": "full"}'])

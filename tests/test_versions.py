@@ -137,3 +137,14 @@ def test_keywords_that_keep_the_version_still_make_the_id():
     assert gym.make("kenv/Kernel-v3", load_balance=True).unwrapped.version.id == "kenv/Kernel-v3"
     # a scenario is any id's choice (the controls are HwrngWait-v2 with a packaged mix)
     assert gym.make("kenv/HwrngWait-v2", scenario="hwrng-control").spec.kwargs["scenario"] == "hwrng-control"
+
+
+def test_an_env_offers_only_kernel_options_kenvenv_takes():
+    """A record's kernel_options may set only KERNEL_OPTION_KEYWORDS (kenv validate): an env
+    class offering another keyword as a kernel option is refused when it is defined."""
+    from kenv.envs.base import KERNEL_OPTION_KEYWORDS, KenvEnv
+
+    assert all(set(c.KERNEL_OPTIONS) <= set(KERNEL_OPTION_KEYWORDS) for c in ENV_CLASSES)
+    assert {o for c in ENV_CLASSES for o in c.KERNEL_OPTIONS} == set(KERNEL_OPTION_KEYWORDS)
+    with pytest.raises(TypeError, match="KERNEL_OPTIONS"):
+        type("Phased", (KenvEnv,), {"KERNEL_OPTIONS": ("phases",)})

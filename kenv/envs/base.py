@@ -66,6 +66,11 @@ class FastForwardMemory:
 #: ``render_mode``, the other one it lists, every kenv env takes.)
 CLIENT_KEYWORDS = frozenset({"frameskip"})
 
+#: the keyword arguments of KenvEnv.__init__ that turn on a kernel option (other dynamics
+#: under the same id; an env's KERNEL_OPTIONS says which it offers): the only ones a record
+#: may carry (kenv validate, kernel_options)
+KERNEL_OPTION_KEYWORDS = ("load_balance", "irq_threads")
+
 
 class KenvEnv(gym.Env):
     """Base class; see the subclasses' docstrings for the documentation pages."""
@@ -90,8 +95,8 @@ class KenvEnv(gym.Env):
     ORIGINAL: ClassVar[Any] = None
     PRE_PATCH: ClassVar[Any] = None
     PATCHED: ClassVar[Any] = None
-    #: the kernel options this env can turn on (keyword arguments; some
-    #: versions pass them, Version.kwargs)
+    #: the kernel options this env can turn on (keyword arguments, of
+    #: KERNEL_OPTION_KEYWORDS; some versions pass them, Version.kwargs)
     KERNEL_OPTIONS: ClassVar[tuple[str, ...]] = ()
     #: the keyword arguments this env takes, with their defaults (set per class by
     #: __init_subclass__)
@@ -110,6 +115,8 @@ class KenvEnv(gym.Env):
                 for p in inspect.signature(c.__dict__["__init__"]).parameters.values():
                     if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
                         defaults.setdefault(p.name, p.default)
+        if not set(cls.KERNEL_OPTIONS) <= set(KERNEL_OPTION_KEYWORDS):
+            raise TypeError(f"{cls.__name__}.KERNEL_OPTIONS {cls.KERNEL_OPTIONS}: not of {KERNEL_OPTION_KEYWORDS}")
         cls._DEFAULTS = MappingProxyType(defaults)
         cls._KEYWORDS = tuple(defaults)
         d = cls.__dict__.get("DECISION")

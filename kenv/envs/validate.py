@@ -6,14 +6,17 @@ with other dynamics)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
 from ..schema import check_all_reward_weights
+from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
@@ -68,12 +71,87 @@ def check_fields(rec: dict) -> str | None:
     return None
 
 
-#: the env keyword arguments a record's kernel_options may set (KenvEnv.KERNEL_OPTIONS)
-KERNEL_OPTIONS = ("irq_threads", "load_balance")
-
-
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+class _Refused(ValueError):
+    """An optional field's value the replay cannot take: the one-line reason."""
+
+
+def _action_set(rec: dict, names) -> dict:
+    """``action_set`` (the env was made with ``actions=``): an action is an index into it."""
+    return {"actions": names}
+
+
+def _reward_weights(rec: dict, weights) -> dict:
+    """``reward_weights`` (a profile that is not packaged): its weights, under its name;
+    never other weights under a packaged profile's name."""
+    try:
+        weights = check_all_reward_weights(weights)
+    except ConfigError as e:
+        raise _Refused(str(e)) from None
+    profile = rec["profile"]
+    if profile in available_profiles() and weights != load_profile(profile).weights:
+        raise _Refused(f"reward_weights {rec['reward_weights']!r} are not those of the packaged profile "
+                       f"{profile!r} the record names")
+    return {"profile": RewardProfile(profile, weights)}
+
+
+def _scenario_mix(rec: dict, mix) -> dict:
+    """``scenario_mix`` (made with ``scenario=``): the mix the seed drew from, as pairs."""
+    if not (isinstance(mix, dict) and all(
+            isinstance(d, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], (str, int, float))
+                                        for p in d) for d in mix.values())):
+        raise _Refused(f"scenario_mix {mix!r} is not an object {{field: [[choice, weight], ...]}}")
+    return {"scenario": {f: dict(map(tuple, d)) for f, d in mix.items()}}
+
+
+def _kernel_options(rec: dict, opts) -> dict:
+    """``kernel_options`` (``irq_threads=``, ``load_balance=``: the variant's dynamics); only
+    kernel options (a record cannot set the env's other keyword arguments)."""
+    if not (isinstance(opts, dict) and opts and set(opts) <= set(KERNEL_OPTION_KEYWORDS)
+            and all(isinstance(v, bool) for v in opts.values())):
+        raise _Refused(f"kernel_options {opts!r} is not an object {{option: true or false}} of the options "
+                       + ", ".join(KERNEL_OPTION_KEYWORDS))
+    return dict(opts)
+
+
+def _max_episode_steps(rec: dict, n) -> dict:
+    """``max_episode_steps`` (made with ``gym.make(..., max_episode_steps=n)``)."""
+    if not (_is_int(n) and 1 <= n <= 2**63 - 1):
+        raise _Refused(f"max_episode_steps {n!r} is not an integer >= 1")
+    return {"max_episode_steps": n}
+
+
+def _scenario_override(rec: dict, override) -> dict:
+    """``scenario_override`` (``reset(options={"scenario": ...})`` forced these fields):
+    a reset option, not a gym.make argument."""
+    if not (isinstance(override, dict) and override):
+        raise _Refused(f"scenario_override {override!r} is not an object {{field: value}} of the fields "
+                       "reset(options={'scenario': ...}) forced")
+    return {}
+
+
+class OptionalField(NamedTuple):
+    """A field a record has only when its env was not made as its id is (kenv.envs.record):
+    what it gives the replay, the gym.make keywords whose refusal it answers for, and the
+    note on the ok line (a record with it is not a run of the id's benchmark)."""
+
+    replay: Callable[[dict, Any], dict]
+    keywords: tuple[str, ...]
+    note: str
+
+
+#: the optional fields, in the order they are checked
+OPTIONAL = MappingProxyType({
+    "action_set": OptionalField(_action_set, ("actions",), ""),
+    "reward_weights": OptionalField(_reward_weights, ("profile", "reward_weights"), ""),
+    "scenario_mix": OptionalField(_scenario_mix, ("scenario",), " (the env's own scenario mix, scenario_mix: not its id's)"),
+    "kernel_options": OptionalField(_kernel_options, KERNEL_OPTION_KEYWORDS, " (kernel options {}: not its id's)"),
+    "max_episode_steps": OptionalField(_max_episode_steps, ("max_episode_steps",), " (time limit {}: not its id's)"),
+    "scenario_override": OptionalField(_scenario_override, (), " (scenario forced by reset options: {})"),
+})
 
 
 def check_record(rec: dict) -> str | None:
@@ -92,48 +170,23 @@ def check_record(rec: dict) -> str | None:
         (f" (record made with kenv {version}, dynamics {dyn}; replayed with kenv {kenv.__version__}, "
          f"dynamics {now}" + (": the env's dynamics changed)" if dyn != now else ")"))
     seed = rec["seed"]     # (an integer, check_fields: None would make reset() draw a random episode)
-    kwargs = {"actions": rec["action_set"]} if "action_set" in rec else {}   # (made with actions=)
-    profile = rec["profile"]
-    if "reward_weights" in rec:   # (a profile that is not packaged: its weights, under its name)
-        try:
-            weights = check_all_reward_weights(rec["reward_weights"])
-        except ConfigError as e:
-            return str(e)
-        if profile in available_profiles() and weights != load_profile(profile).weights:
-            return (f"reward_weights {rec['reward_weights']!r} are not those of the packaged profile "
-                    f"{profile!r} the record names")
-        profile = RewardProfile(profile, weights)
-    if "scenario_mix" in rec:   # (made with scenario=: the mix the seed drew from)
-        mix = rec["scenario_mix"]
-        if not (isinstance(mix, dict) and all(
-                isinstance(d, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], (str, int, float))
-                                            for p in d) for d in mix.values())):
-            return f"scenario_mix {mix!r} is not an object {{field: [[choice, weight], ...]}}"
-        kwargs["scenario"] = {f: dict(map(tuple, d)) for f, d in mix.items()}
-    if "kernel_options" in rec:   # (irq_threads=, load_balance=: the variant's dynamics)
-        opts = rec["kernel_options"]
-        if not (isinstance(opts, dict) and opts and set(opts) <= set(KERNEL_OPTIONS)
-                and all(isinstance(v, bool) for v in opts.values())):
-            return (f"kernel_options {opts!r} is not an object {{option: true or false}} of the options "
-                    + ", ".join(KERNEL_OPTIONS))
-        kwargs.update(opts)
-    limit = {}
-    if "max_episode_steps" in rec:   # (made with gym.make(..., max_episode_steps=n))
-        n = rec["max_episode_steps"]
-        if not (_is_int(n) and 1 <= n <= 2**63 - 1):
-            return f"max_episode_steps {n!r} is not an integer >= 1"
-        limit = {"max_episode_steps": n}
+    kwargs: dict = {"profile": rec["profile"]}
+    for name, opt in OPTIONAL.items():
+        if name in rec:
+            try:
+                kwargs.update(opt.replay(rec, rec[name]))
+            except _Refused as e:
+                return str(e)
     try:
-        env = gym.make(canonical_id(env_id), profile=profile, **kwargs, **limit)   # (an old id: the same env)
+        env = gym.make(canonical_id(env_id), **kwargs)   # (an old id: the same env)
     except (ConfigError, KeyError) as e:
         field = str(getattr(e, "field", ""))
-        if field.startswith("scenario"):
-            return f"scenario_mix {rec.get('scenario_mix')!r}: {e}"
-        if field in rec.get("kernel_options", ()):
-            return f"kernel_options {rec['kernel_options']!r}: {e}"
-        what = "action_set" if "actions" in kwargs and not field.startswith(("profile", "reward")) else "profile"
-        return f"{what} {rec.get(what)!r}: {e}"
-    override = rec.get("scenario_override")   # (reset(options={"scenario": ...}) forced these fields)
+        word = re.match(r"\w*", field).group()   # ("scenario: mix.reader_bs", "reward_weights.entropy", ...)
+        name = next((n for n, opt in OPTIONAL.items() if n in rec and word in opt.keywords),
+                    # (an action set's errors name its decision: "wait", "defer", ...)
+                    "action_set" if "action_set" in rec and not field.startswith(("profile", "reward")) else "profile")
+        return f"{name} {rec.get(name)!r}: {e}"
+    override = rec.get("scenario_override")
     try:
         _, info = env.reset(seed=seed, options=None if override is None else {"scenario": override})
     except ConfigError as e:
@@ -222,9 +275,6 @@ def validate(path: str) -> ValidateResult:
             why = check_record(rec)
         except (KeyError, TypeError, ValueError) as e:
             why = f"malformed record: {type(e).__name__}: {e}"
-        forced = f" (scenario forced by reset options: {rec['scenario_override']})" if "scenario_override" in rec else ""
-        forced += " (the env's own scenario mix, scenario_mix: not its id's)" if "scenario_mix" in rec else ""
-        forced += f" (time limit {rec['max_episode_steps']}: not its id's)" if "max_episode_steps" in rec else ""
-        forced += f" (kernel options {rec['kernel_options']}: not its id's)" if "kernel_options" in rec else ""
+        forced = "".join(opt.note.format(rec[n]) for n, opt in OPTIONAL.items() if n in rec)
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
