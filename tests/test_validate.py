@@ -233,6 +233,24 @@ def test_deeply_nested_json_is_one_line(made, tmp_path):
     assert "line 2: ok" in p.stdout
 
 
+@pytest.mark.parametrize("line, says", [
+    ("\ufeff{RECORD}", "starts with a UTF-8 byte order mark"),
+    ('{{"seed": {BIG}}}', "not a kenv record: Exceeds the limit (4300 digits) for integer string conversion"),
+    ("[1, 2]", "JSON a list, not a record (an object)"),
+    ("null", "JSON null, not a record (an object)"),
+])
+def test_json_that_is_not_a_record_says_what_it_is(made, tmp_path, line, says):
+    """A byte order mark, an integer Python will not read and whole JSON that is no object
+    were all "not a whole JSON record (a truncated file?)": a wrong hint."""
+    path = tmp_path / "r.jsonl"
+    path.write_text(line.format(RECORD=json.dumps(made[0]), BIG="1" * 5000) + "\n" + json.dumps(made[1]) + "\n",
+                    encoding="utf-8")
+    p = _validate(path)
+    assert p.returncode == 1 and p.stderr == "", p.stderr
+    assert p.stdout.startswith(f"line 1: FAIL: {says}"), p.stdout
+    assert "truncated" not in p.stdout and "line 2: ok" in p.stdout
+
+
 def test_record_of_a_forced_scenario_validates(tmp_path):
     """An episode reset with options={"scenario": ...} (a context forced, as the oracle
     does) was replayed with the seed's draw and failed as if tampered: the record carries

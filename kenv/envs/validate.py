@@ -257,16 +257,21 @@ def validate(path: str) -> ValidateResult:
             continue
         try:
             rec = json.loads(line, object_pairs_hook=_unique_keys)
-            if not isinstance(rec, dict):
-                raise ValueError
         except _DuplicateKey as e:
             out.lines.append((n, False, str(e)))
             continue
         except RecursionError:   # (json's decoder recurses per nesting level: not a ValueError)
             out.lines.append((n, False, "JSON nested deeper than a record is (not a kenv record)"))
             continue
-        except ValueError:
-            out.lines.append((n, False, "not a whole JSON record (a truncated file?)"))
+        except json.JSONDecodeError:
+            out.lines.append((n, False, "starts with a UTF-8 byte order mark: a records file is UTF-8 without one"
+                              if line.startswith("\ufeff") else "not a whole JSON record (a truncated file?)"))
+            continue
+        except ValueError as e:   # (whole JSON Python will not read: an integer of over 4,300 digits)
+            out.lines.append((n, False, f"not a kenv record: {str(e).split(';')[0]}"))
+            continue
+        if not isinstance(rec, dict):
+            out.lines.append((n, False, f"JSON {_JSON.get(type(rec), 'null')}, not a record (an object)"))
             continue
         if n == len(lines) and not text.endswith("\n"):
             out.lines.append((n, False, "the last line has no newline (a truncated file?)"))
