@@ -116,19 +116,21 @@ def evaluate_policy(env: gym.Env, policy: Policy, episodes: int, seed: int = 0) 
 
 
 #: what ``kenv evaluate --actions`` takes: on an env with one decision, and on kenv/Kernel-*
-ONE_DECISION_FORM = "one comma-separated list of this env's action values (e.g. hardirq,workqueue,timer)"
+ONE_DECISION_FORM = "one comma-separated list of this env's action values (e.g. {example})"
 PER_DECISION_FORM = (f"DECISION=A,B,... once per decision of this env ({', '.join(DIMENSIONS)}; "
                      "e.g. --actions deferral=hardirq,timer --actions wait=cpu_relax,hwrng_yield)")
 #: a comma between action names (not the one inside ``usleep_range(MIN,MAX)``)
 _NAME_SEP = re.compile(r",(?![^(]*\))")
 
 
-def parse_actions(values: Sequence[str], per_decision: bool = False) -> list[str] | dict[str, list[str]]:
+def parse_actions(values: Sequence[str], per_decision: bool = False,
+                  example: Sequence[str] = ("hardirq", "workqueue", "timer")) -> list[str] | dict[str, list[str]]:
     """``kenv evaluate --actions``: the env's ``actions=`` (kenv.subsystems' action names,
     checked by the env) from the flag's values: one ``A,B,...`` for an env with one
-    decision; ``per_decision`` (kenv/Kernel-*, a MultiDiscrete action): one
-    ``DECISION=A,B,...`` per decision."""
-    form = PER_DECISION_FORM if per_decision else ONE_DECISION_FORM
+    decision (``example``: the env's own action names, for the error); ``per_decision``
+    (kenv/Kernel-*, a MultiDiscrete action): one ``DECISION=A,B,...`` per decision."""
+    form = PER_DECISION_FORM if per_decision else ONE_DECISION_FORM.format(
+        example=",".join(n.replace(" ", "") for n in example))
 
     def names(text: str, given: str) -> list[str]:
         out = [n.strip() for n in _NAME_SEP.split(text)]
@@ -190,7 +192,8 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     if actions is not None:
         probe = make_env(env_id)
         with about("actions"):
-            env_kwargs["actions"] = parse_actions(actions, isinstance(probe.action_space, gym.spaces.MultiDiscrete))
+            multi = isinstance(probe.action_space, gym.spaces.MultiDiscrete)
+            env_kwargs["actions"] = parse_actions(actions, multi, () if multi else probe.unwrapped.actions)
         probe.close()
         try:   # the action set alone first: an error in it is about the actions
             make_env(env_id, actions=env_kwargs["actions"]).close()

@@ -72,3 +72,11 @@ def test_parse_actions_refuses_with_the_field(values, per_decision):
     assert e.value.field == "actions"
     if per_decision:
         assert e.value.allowed.startswith("DECISION=A,B,... once per decision of this env (deferral, wait, raid6;")
+
+
+def test_a_malformed_action_list_gives_this_envs_names_as_the_example():
+    """The example in the error was RandomMix's hardirq,workqueue,timer on every env."""
+    r = kenv("evaluate", "--env", "kenv/Raid6Bench-v3", "--episodes", "1", "--actions", "a,,b")
+    assert r.returncode == 2 and r.stdout == ""
+    [line] = r.stderr.strip().splitlines()
+    assert "'a,,b'" in line and "(e.g. preempt_disable,migrate_disable)" in line, line
