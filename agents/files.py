@@ -73,9 +73,14 @@ def read_json(path: str) -> Any | None:
 
 
 def save_model_atomic(model, path: str) -> None:
+    """``model.save`` to ``path`` atomically, with the names of its env's actions
+    (kenv.agents.models.ACTIONS_ENTRY) when it trains on a kenv env."""
+    from .models import action_names_of, with_action_names
+
     buf = io.BytesIO()
     model.save(buf)
-    atomic_write_bytes(path, buf.getvalue())
+    names = action_names_of(model)
+    atomic_write_bytes(path, buf.getvalue() if names is None else with_action_names(buf.getvalue(), names))
 
 
 def env_slug(env_id: str) -> str:

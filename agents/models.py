@@ -212,3 +212,56 @@ def zip_algo_hint(path: str) -> list[str]:
 
 
 __all__ = ["load_model", "zip_algo_hint", "TRUST"]
+
+
+#: the entry kenv adds to the zips it saves (:func:`with_action_names`): the names of the
+#: actions the model's indices stand for (SB3's load reads only ``data``, ``*.pth`` and
+#: its version entries, and skips it)
+ACTIONS_ENTRY = "kenv_actions.json"
+#: the largest ``kenv_actions.json`` read (bytes; a kenv action set is under 1 KB)
+MAX_ACTIONS_BYTES = 100_000
+
+
+def action_names_of(model) -> list | None:
+    """The action names of the kenv env a model trains on (its ``actions``: a tuple of
+    names, or one per decision), or None (no env, or not a kenv env)."""
+    venv = model.get_env()
+    if venv is None:
+        return None
+    try:
+        names = venv.get_attr("actions", [0])[0]
+    except AttributeError:
+        return None
+    return json.loads(json.dumps(names))   # (lists: as they read back)
+
+
+def with_action_names(zip_bytes: bytes, names: list) -> bytes:
+    """An SB3 zip with :data:`ACTIONS_ENTRY` added: a model moved out of its run directory
+    still says which actions its indices mean (a reordered action set has the same spaces)."""
+    import io
+
+    buf = io.BytesIO(zip_bytes)
+    with zipfile.ZipFile(buf, "a", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr(ACTIONS_ENTRY, json.dumps({"actions": names}))
+    return buf.getvalue()
+
+
+def read_action_names(path: str) -> list | None:
+    """The action names a kenv-saved zip carries (:data:`ACTIONS_ENTRY`), or None (a zip
+    saved by SB3 itself, or before kenv added the entry; an unreadable entry counts as none:
+    the load that follows says what is wrong with the file)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo(ACTIONS_ENTRY)
+            if info.file_size > MAX_ACTIONS_BYTES:
+                return None
+            doc = json.loads(z.read(info).decode("utf-8"))
+    except (KeyError, OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    names = doc.get("actions") if isinstance(doc, dict) else None
+    if not (isinstance(names, list) and names and (
+            all(isinstance(n, str) for n in names)
+            or all(isinstance(d, list) and d and all(isinstance(n, str) for n in d) for d in names))):
+        return None
+    return names
+

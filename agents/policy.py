@@ -61,7 +61,7 @@ def load_model(path: str, algo: str | None = None, *, env: gym.Env | None = None
     algo = algo or run.get("algo")
     if env is None:
         env = _env_of_run(run, label, path)
-    elif run:
+    else:
         _check_action_set(run, env, label, path)
     if not os.path.isfile(path):
         raise ConfigError(label, path, "an existing SB3 model .zip (kenv train's model.zip, or model.save())")
@@ -96,25 +96,33 @@ def _env_of_run(run: dict, label: str, path: str) -> gym.Env:
 def _check_action_set(run: dict, env: gym.Env, label: str, path: str) -> None:
     """A model's actions are indices into the action set of the env it trained on: the
     same number of actions in another order (``actions=``, ``kenv evaluate --actions``)
-    would pass the spaces check and play other choices.  Where the run's ``run.yaml``
-    names its env, its action names must be ``env``'s (a bare .zip says only its spaces)."""
+    would pass the spaces check and play other choices.  The action names the zip carries
+    (kenv's saves: models.ACTIONS_ENTRY), else those of the env its run's ``run.yaml``
+    names, must be ``env``'s (a zip saved elsewhere, outside a run, says only its spaces)."""
     ours = getattr(env.unwrapped, "actions", None)
     if ours is None:
         return
-    try:
-        trained = _env_of_run(run, label, path)
-    except ConfigError:
-        return      # run.yaml does not name a kenv env: only the spaces can be checked
-    theirs = trained.unwrapped.actions
-    trained.close()
-    if tuple(theirs) != tuple(ours):
+    theirs = models.read_action_names(path) if os.path.isfile(path) else None
+    if theirs is None and run:
+        try:
+            trained = _env_of_run(run, label, path)
+        except ConfigError:
+            return      # run.yaml does not name a kenv env: only the spaces can be checked
+        theirs = trained.unwrapped.actions
+        trained.close()
+    if theirs is not None and _as_lists(theirs) != _as_lists(ours):
         raise ConfigError(label, path, f"a model trained on this env's actions ({_names(ours)}); "
-                                       f"its run trained on {_names(theirs)}")
+                                       f"it trained on {_names(theirs)}")
+
+
+def _as_lists(actions) -> list:
+    """An action set as JSON reads it back: lists of names (per decision: lists of lists)."""
+    return [_as_lists(a) if isinstance(a, (list, tuple)) else a for a in actions]
 
 
 def _names(actions) -> str:
     """An action set as one line: ``a, b`` or, per decision, ``[a, b] [c, d]``."""
-    if actions and isinstance(actions[0], tuple):
+    if actions and isinstance(actions[0], (tuple, list)):
         return " ".join("[" + ", ".join(names) + "]" for names in actions)
     return ", ".join(actions)
 

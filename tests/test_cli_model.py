@@ -4,6 +4,7 @@ text output says about its figures (issue 27)."""
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 
 import gymnasium as gym
@@ -11,6 +12,7 @@ import pytest
 
 import kenv
 from kenv.cli import main
+from kenv.errors import ConfigError
 
 
 def _save_model(path, env_id: str, **env_kwargs) -> str:
@@ -142,6 +144,38 @@ def test_a_run_model_is_refused_on_a_reordered_action_set(tmp_path, capsys):
     [line] = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and line.startswith("kenv evaluate: error: --model: "), line
     assert ("this env's actions (migrate_disable, preempt_disable); "
-            "its run trained on preempt_disable, migrate_disable") in line
+            "it trained on preempt_disable, migrate_disable") in line
     assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "2",
                  "--model", str(run), "--actions", "preempt_disable,migrate_disable"]) == 0
+    # the model copied out of its run directory (no run.yaml beside it) says its actions itself
+    bare = tmp_path / "elsewhere" / "model.zip"
+    bare.parent.mkdir()
+    shutil.copy(run / "model.zip", bare)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "2",
+              "--model", str(bare), "--actions", "migrate_disable,preempt_disable"])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and "it trained on preempt_disable, migrate_disable" in line, line
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "2",
+                 "--model", str(bare)]) == 0
+
+
+def test_a_kernel_model_says_its_actions_per_decision(tmp_path):
+    """A zip kenv saves carries its env's action names (agents/models.ACTIONS_ENTRY), one
+    list per decision on kenv/Kernel-*; SB3 loads such a zip as any other."""
+    from stable_baselines3 import PPO
+
+    from kenv.agents.files import save_model_atomic
+    from kenv.agents.models import read_action_names
+    from kenv.agents.policy import load_model
+
+    env = gym.make("kenv/Kernel-v3")
+    model = PPO("MlpPolicy", env, n_steps=8, batch_size=8, seed=0)
+    save_model_atomic(model, str(tmp_path / "m.zip"))
+    assert read_action_names(str(tmp_path / "m.zip")) == [list(d) for d in env.unwrapped.actions]
+    PPO.load(str(tmp_path / "m.zip"), device="cpu")
+    load_model(str(tmp_path / "m.zip"), "ppo", env=env)
+    reordered = gym.make("kenv/Kernel-v3", actions={"raid6": list(reversed(env.unwrapped.actions[2]))})
+    with pytest.raises(ConfigError, match=r"it trained on \[.*\] \[.*\] \[preempt_disable, migrate_disable\]"):
+        load_model(str(tmp_path / "m.zip"), "ppo", env=reordered)
