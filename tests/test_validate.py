@@ -197,6 +197,27 @@ def test_record_of_a_profile_that_is_not_packaged_validates(tmp_path):
     assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: profile 'nope': "), p.stdout
 
 
+def test_a_profile_yaml_named_like_a_packaged_one_is_refused_when_recording(tmp_path):
+    """A user's profile YAML named "balanced" with other weights wrote records claiming the
+    packaged "balanced" with other weights: every one failed kenv validate later.  The
+    wrapper refuses it when made, naming the profile; the packaged weights under the name pass."""
+    import gymnasium as gym
+
+    import kenv
+    from kenv.errors import ConfigError
+
+    yaml = tmp_path / "balanced.yaml"
+    yaml.write_text("name: balanced\nweights: {entropy: 0.5, throughput: 1, latency: 3, rcu_stall: 1, bug: 1, "
+                    "spin: 0.1}\n")
+    with pytest.raises(ConfigError) as e:
+        kenv.RecordEpisodes(gym.make(ENV, profile=str(yaml)), str(tmp_path / "r.jsonl"))
+    assert e.value.field == "profile" and e.value.value == "balanced" and "another name" in str(e.value)
+    assert not (tmp_path / "r.jsonl").exists()
+    packaged = kenv.envs.reward.load_profile("balanced")
+    yaml.write_text("name: balanced\nweights: " + json.dumps(dict(packaged.weights)) + "\n")
+    kenv.RecordEpisodes(gym.make(ENV, profile=str(yaml)), str(tmp_path / "r.jsonl")).close()
+
+
 def test_record_of_a_packaged_profile_has_no_reward_weights(made, tmp_path):
     assert all("reward_weights" not in r for r in made)
     assert all("reward_weights" not in r for r in _make(tmp_path / "lat.jsonl", ', profile="latency"'))

@@ -144,9 +144,17 @@ class RecordEpisodes(gym.Wrapper):
         from .reward import available_profiles, load_profile
 
         profile = self.env.unwrapped.profile
-        if profile.name in available_profiles() and dict(load_profile(profile.name).weights) == dict(profile.weights):
+        if profile.name not in available_profiles():
+            return {"reward_weights": dict(profile.weights)}
+        if dict(load_profile(profile.name).weights) == dict(profile.weights):
             return {}
-        return {"reward_weights": dict(profile.weights)}
+        # a profile of the user's (a YAML) named like a packaged one: its records would claim the
+        # packaged profile's name with other weights, which kenv validate refuses; said now, not
+        # by every record failing later ("balanced+overrides", reward_weights=, is not packaged)
+        raise ConfigError("profile", profile.name, "a profile name that is not a packaged profile's ("
+                          + ", ".join(available_profiles()) + ") when its weights are not that profile's: "
+                          "a record names its profile, and kenv validate replays a packaged name with "
+                          "the packaged weights; give the profile YAML another name")
 
     def _action_set(self) -> dict:
         """``{"action_set": ...}`` when the env was made with an ``actions=`` other than its
