@@ -575,40 +575,22 @@ MIN_MATCHED: dict[str, tuple[int, str]] = {
 REDISCOVERY_SEEDS = 5
 
 
-@pytest.fixture(scope="module")
-def rediscovered(request, tmp_path_factory) -> dict[str, list[dict]]:
-    """The rows of one ``rediscover`` run, per env, for the envs whose 5-of-5 test was
-    selected (not the NOT_YET_REDISCOVERED ones, one seed each in their test).  One run
-    keeps both workers busy to the end; run env by env, the last seed of each env
-    trained with the other worker idle (on a 2-core machine: 150-153 s for the four
-    envs, against 183-216 s env by env)."""
-    envs = [item.callspec.params["env_id"] for item in request.session.items
-            if getattr(item, "originalname", None) == test_ppo_takes_the_patch_or_beats_it_in_5_of_5_seeds.__name__
-            and item.callspec.params["env_id"] not in NOT_YET_REDISCOVERED]
-    if not envs:
-        return {}
-    res = rd.rediscover(envs, seeds=REDISCOVERY_SEEDS, out=str(tmp_path_factory.mktemp("rd")), workers=2,
-                        plots=False, log=lambda s: None)
-    rows: dict[str, list[dict]] = {e: [] for e in envs}
-    for row in res.rows:
-        rows[row["env"]].append(row)
-    return rows
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", [
     pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_REDISCOVERED[i]))
-    if i in NOT_YET_REDISCOVERED else i for i in ENV_IDS])
-def test_ppo_takes_the_patch_or_beats_it_in_5_of_5_seeds(tmp_path, env_id, rediscovered):
+    if i in NOT_YET_REDISCOVERED else pytest.param(i, marks=pytest.mark.rediscovery(seeds=REDISCOVERY_SEEDS))
+    for i in ENV_IDS])
+def test_ppo_takes_the_patch_or_beats_it_in_5_of_5_seeds(tmp_path, env_id, request):
     """The shipped PPO config learns the patched choice, or a choice that beats it on paired
     episodes (rediscover's verdict ``patched`` or ``beyond``), wherever the choice matters,
-    5 of 5 seeds, within 20,000 env steps (two worker processes, shared by the envs selected)."""
+    5 of 5 seeds, within 20,000 env steps (one ``kenv rediscover`` run with two worker processes over
+    the envs selected, beside the rest of the suite)."""
     if env_id in NOT_YET_REDISCOVERED:
         seeds = 1
         rows = rd.rediscover([env_id], seeds=seeds, out=str(tmp_path / "rd"), workers=2, plots=False,
                              log=lambda s: None).rows
-    else:
-        seeds, rows = REDISCOVERY_SEEDS, rediscovered[env_id]
+    else:   # (one kenv rediscover run over the envs selected, started at collection: tests/conftest.py)
+        seeds, rows = REDISCOVERY_SEEDS, request.getfixturevalue("rediscovered")[env_id]
     assert len(rows) == seeds
     need, why = MIN_MATCHED.get(env_id, (seeds, ""))
     misses = []
