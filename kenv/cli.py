@@ -3,7 +3,8 @@
     kenv experiment NAME [flags]   run one seed experiment (``kenv experiment -h``)
     kenv reproduce [--json]        every seed figure: simulated vs published
     kenv evaluate --env ID ...     baselines (and --model PATH.zip) side by side, with 95% confidence intervals
-    kenv validate PATH [--json]    replay episode records; exit 1 on any mismatch
+    kenv validate PATH [--strict] [--json]
+                                   replay episode records; exit 1 on any mismatch
     kenv bench [--json]            env step rates as ratios to CartPole-v1 (same run)
     kenv train --config ppo ...    train an SB3 agent (agents/train.py)
     kenv rediscover [--json]       train on every env; does the agent find the patch?
@@ -123,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     va = sub.add_parser("validate", help="replay every episode record of a JSON Lines file; exit 1 on any mismatch")
     va.add_argument("path", help="a records file (kenv.RecordEpisodes, kenv evaluate --record)")
     va.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    va.add_argument("--strict", action="store_true",
+                    help="fail a record that replays but was not made as its id is registered (action_set, "
+                         "reward_weights, scenario_mix, kernel_options, max_episode_steps, scenario_override): "
+                         "for a benchmark's table")
     # --seed stays accepted (scripts pass it; flags are not taken away) but means nothing here
     va.add_argument("--seed", type=cli_seed, default=None,
                     help="ignored: each record is replayed from its own seed (kept for scripts that pass it)")
@@ -182,7 +187,7 @@ def _validate(args: argparse.Namespace):
 
     if args.seed is not None:
         print("kenv validate: note: --seed is ignored: each record is replayed from its own seed", file=sys.stderr)
-    return validate(args.path)
+    return validate(args.path, strict=args.strict)
 
 
 def _bench(args: argparse.Namespace):

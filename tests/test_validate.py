@@ -379,6 +379,25 @@ while not any(env.step(env.action_space.sample())[2:4]):
     assert all("kernel_options" not in r for r in made)
 
 
+def test_strict_fails_a_record_not_made_as_its_id_is_registered(made, tmp_path):
+    """--strict (a benchmark's table): a record that replays with an optional field fails,
+    naming the fields; the id's own records pass; --json says strict."""
+    over = _make(tmp_path / "over.jsonl", ', reward_weights={"latency": 4.0}, max_episode_steps=50')
+    path = _write(tmp_path / "r.jsonl", [made[0], over[0]])
+    p = _validate(path)
+    assert p.returncode == 0 and "2 of 2 records valid" in p.stdout, p.stdout
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(path)],
+                       capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 1 and lines[0].startswith("line 1: ok: "), p.stdout
+    assert lines[1].startswith("line 2: FAIL: kenv/Raid6Bench-v3 seed 1 replays, but not as its id is registered: "
+                               "reward_weights, max_episode_steps (--strict"), p.stdout
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", "--json", str(path)],
+                       capture_output=True, text=True)
+    doc = json.loads(p.stdout)
+    assert p.returncode == 1 and doc["strict"] is True and doc["failed"] == 1, p.stdout
+
+
 def test_truncated_file_fails(made, tmp_path):
     path = _write(tmp_path / "r.jsonl", made)
     path.write_text(path.read_text()[:-40])

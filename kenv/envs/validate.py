@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
-from ..schema import check_all_reward_weights
+from ..schema import check_all_reward_weights, check_bool
 from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
@@ -27,6 +27,7 @@ from .scores import dynamics_fingerprint
 class ValidateResult:
     path: str
     lines: list[tuple[int, bool, str]] = field(default_factory=list)   # (line no, ok, message)
+    strict: bool = False
 
     @property
     def failed(self) -> int:
@@ -37,7 +38,7 @@ class ValidateResult:
         return 1 if self.failed or not self.lines else 0
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "records": len(self.lines), "failed": self.failed,
+        return {"path": self.path, "strict": self.strict, "records": len(self.lines), "failed": self.failed,
                 "results": [{"line": n, "ok": ok, "message": m} for n, ok, m in self.lines]}
 
     def format_text(self) -> str:
@@ -244,11 +245,14 @@ def _unique_keys(pairs: list) -> dict:
     return out
 
 
-def validate(path: str) -> ValidateResult:
+def validate(path: str, strict: bool = False) -> ValidateResult:
+    """Replay every record of ``path``.  ``strict``: a record that replays but carries an
+    optional field (:data:`OPTIONAL`: an env not made as its id is registered, a forced
+    scenario) fails too: a benchmark's episodes have none."""
     if not path:   # (open('') names no file: the error would not say what was given)
         raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
                           "kenv.RecordEpisodes)")
-    out = ValidateResult(path)
+    out = ValidateResult(path, strict=check_bool(strict, "strict"))
     with open(path, encoding="utf-8") as f:
         text = f.read()
     lines = text.split("\n")
@@ -281,5 +285,9 @@ def validate(path: str) -> ValidateResult:
         except (KeyError, TypeError, ValueError) as e:
             why = f"malformed record: {type(e).__name__}: {e}"
         forced = "".join(opt.note.format(rec[n]) for n, opt in OPTIONAL.items() if n in rec)
+        extra = [n for n in OPTIONAL if n in rec]
+        if why is None and strict and extra:
+            why = (f"{rec['env_id']} seed {rec['seed']} replays, but not as its id is registered: "
+                   f"{', '.join(extra)} (--strict: a benchmark's episodes have none)")
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
