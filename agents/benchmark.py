@@ -67,7 +67,8 @@ from .estimate import announce, train_s
 from .evaluate import ci95, evaluate
 from .files import DirLock, atomic_write_bytes, atomic_write_json, atomic_write_text, env_slug, make_out_dir, \
     remove_stale_tmp
-from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
+from .jobs import Job, check_cached, check_ray, check_workers, job_dir, read_tree, run_jobs, write_cached_doc, \
+    write_tree
 from .rediscover import MAX_SEEDS, check_seed_runs, seed_setup
 from .train import fingerprint, train
 
@@ -97,10 +98,10 @@ def cached_bench(run_dir: str, env_id: str, algo: str, seed: int, fp: str) -> tu
     this job's for the fingerprint ``fp``, its values of the types written, its mean its
     returns' and its returns those of its records file; else (None, why it is redone, ""
     when there is no finished job there)."""
-    doc = cached_doc(os.path.join(run_dir, "bench.json"), BENCH_KEYS, fp)
+    doc, why = check_cached(os.path.join(run_dir, "bench.json"), BENCH_KEYS, fp)
     records = os.path.join(run_dir, RECORDS)
     if doc is None or not os.path.isfile(records):
-        return None, ""
+        return None, why
     try:
         d = BenchDoc.model_validate(doc)
     except ValidationError as e:
@@ -233,7 +234,7 @@ def benchmark(envs: Sequence[str] | str | None = None, algos: Sequence[str] | st
             if res["files"] is not None:
                 write_tree(d, res["files"])
             atomic_write_bytes(os.path.join(d, RECORDS), res["records"])
-            atomic_write_json(os.path.join(d, "bench.json"), res["doc"])   # last: the mark of a finished job
+            write_cached_doc(os.path.join(d, "bench.json"), res["doc"])   # last: the mark of a finished job
             results[job.key] = res["doc"]
             log(f"{e} {a} seed {s}: return {res['doc']['return_mean']:.3f}, {res['doc']['steps']} steps, "
                 f"train {res['doc']['train_wall_s']:.1f}s")
