@@ -36,10 +36,10 @@ and said so, never put in the table.
 
 ``--json`` keys (kept stable): ``rows`` (per id, then the trained algos and the baselines:
 ``env``, ``policy``, ``kind`` ``trained``/``baseline``, ``seeds``, ``return_mean``,
-``return_ci95`` (None for a baseline or one seed), ``score``, ``seed_returns``, ``records``
-(the records files)), ``skipped`` (``env``, ``algo``, ``why``), ``algos``, ``seeds``,
-``eval_episodes``, ``profile``, ``n_timesteps`` (None: the shipped budgets), ``out``,
-``markdown`` (the table), ``wall_s``.
+``return_ci95`` (None for a baseline or one seed), ``score``, ``seed_returns``, ``steps``
+(the env steps trained; None for a baseline), ``records`` (the records files)), ``skipped``
+(``env``, ``algo``, ``why``), ``algos``, ``seeds``, ``eval_episodes``, ``profile``,
+``n_timesteps`` (None: the shipped budgets), ``out``, ``markdown`` (the table), ``wall_s``.
 """
 
 from __future__ import annotations
