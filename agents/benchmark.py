@@ -30,17 +30,22 @@ atomically, under ``<out>/.lock``:
 Resuming: a rerun with the same ``--out`` and flags redoes no finished job (``bench.json``
 with this run's fingerprint and its records file: :func:`kenv.agents.jobs.cached_doc`, as
 rediscover) and resumes a partial training run from its checkpoint; the table is the same.
+A ``bench.json`` that is not what this job writes (:func:`cached_bench`: a value of another
+type, a mean that is not its returns', returns other than its records file's) is redone
+and said so, never put in the table.
 
 ``--json`` keys (kept stable): ``rows`` (per id, then the trained algos and the baselines:
 ``env``, ``policy``, ``kind`` ``trained``/``baseline``, ``seeds``, ``return_mean``,
-``return_ci95`` (None for a baseline or one seed), ``score``, ``seed_returns``, ``records``
-(the records files)), ``skipped`` (``env``, ``algo``, ``why``), ``algos``, ``seeds``,
-``eval_episodes``, ``profile``, ``n_timesteps`` (None: the shipped budgets), ``out``,
-``markdown`` (the table), ``wall_s``.
+``return_ci95`` (None for a baseline or one seed), ``score``, ``seed_returns``, ``steps``
+(the env steps trained; None for a baseline), ``records`` (the records files)), ``skipped``
+(``env``, ``algo``, ``why``), ``algos``, ``seeds``, ``eval_episodes``, ``profile``,
+``n_timesteps`` (None: the shipped budgets), ``out``, ``markdown`` (the table), ``wall_s``.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 import tempfile
@@ -49,6 +54,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kenv.envs.registration import BENCHMARK_IDS, RENAMED, check_env_id
 from kenv.envs.scores import EVAL_EPISODES, REFERENCE_POLICY, REFERENCE_RETURNS, SCORE_PROFILE, normalized_score
@@ -60,7 +67,8 @@ from .estimate import announce, train_s
 from .evaluate import ci95, evaluate
 from .files import DirLock, atomic_write_bytes, atomic_write_json, atomic_write_text, env_slug, make_out_dir, \
     remove_stale_tmp
-from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
+from .jobs import Job, check_cached, check_ray, check_workers, job_dir, read_tree, run_jobs, write_cached_doc, \
+    write_tree
 from .rediscover import MAX_SEEDS, check_seed_runs, seed_setup
 from .train import fingerprint, train
 
@@ -69,6 +77,49 @@ DEFAULT_ALGOS = ALGO_NAMES
 #: the keys of a finished job's bench.json; a file without them is redone
 BENCH_KEYS = ("env", "algo", "seed", "fingerprint", "steps", "returns", "return_mean", "train_wall_s")
 RECORDS = "records.jsonl"
+
+
+class BenchDoc(BaseModel):
+    """The values of a finished job's ``bench.json`` that the table reads, by type."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    env: str
+    algo: str
+    seed: int
+    fingerprint: str
+    steps: int = Field(ge=0)
+    returns: list[float] = Field(min_length=EVAL_EPISODES, max_length=EVAL_EPISODES)
+    return_mean: float = Field(allow_inf_nan=False)
+    train_wall_s: float = Field(ge=0, allow_inf_nan=False)
+
+
+def cached_bench(run_dir: str, env_id: str, algo: str, seed: int, fp: str) -> tuple[dict | None, str]:
+    """(``bench.json`` of the finished job (env_id, algo, seed) in ``run_dir``, "") if it is
+    this job's for the fingerprint ``fp``, its values of the types written, its mean its
+    returns' and its returns those of its records file; else (None, why it is redone, ""
+    when there is no finished job there)."""
+    doc, why = check_cached(os.path.join(run_dir, "bench.json"), BENCH_KEYS, fp)
+    records = os.path.join(run_dir, RECORDS)
+    if doc is None or not os.path.isfile(records):
+        return None, why
+    try:
+        d = BenchDoc.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        return None, f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+    if (d.env, d.algo, d.seed) != (env_id, algo, seed):
+        return None, f"it is the result of {d.env} {d.algo} seed {d.seed}"
+    if not all(math.isfinite(r) for r in d.returns) or \
+            not math.isclose(d.return_mean, math.fsum(d.returns) / len(d.returns), rel_tol=1e-9, abs_tol=1e-12):
+        return None, "return_mean is not the mean of its returns"
+    try:
+        with open(records, encoding="utf-8") as f:
+            rec = [json.loads(line).get("return") for line in f if line.strip()]
+    except (OSError, ValueError, AttributeError):
+        rec = None
+    if rec != d.returns:
+        return None, f"its returns are not those of {RECORDS}"
+    return doc, ""
 
 
 def _run_dir(out: str, env_id: str, algo: str, seed: int) -> str:
@@ -166,10 +217,12 @@ def benchmark(envs: Sequence[str] | str | None = None, algos: Sequence[str] | st
             for e, a in pairs:
                 d = _run_dir(out, e, a, s)
                 cfg, targs = _setup(e, a, s, out, n_timesteps)
-                doc = cached_doc(os.path.join(d, "bench.json"), BENCH_KEYS, fingerprint(cfg, s, targs))
-                if doc is not None and os.path.isfile(os.path.join(d, RECORDS)):
+                doc, why = cached_bench(d, e, a, s, fingerprint(cfg, s, targs))
+                if doc is not None:
                     results[(e, a, s)] = doc
                     continue
+                if why:
+                    log(f"kenv benchmark: {os.path.join(d, 'bench.json')} is not this job's result ({why}): redone")
                 where = (d, None) if ray is None else (None, read_tree(d) if os.path.isdir(d) else None)
                 jobs.append(Job((e, a, s), bench_job, (e, a, s, n_timesteps, *where)))
         if results:
@@ -181,7 +234,7 @@ def benchmark(envs: Sequence[str] | str | None = None, algos: Sequence[str] | st
             if res["files"] is not None:
                 write_tree(d, res["files"])
             atomic_write_bytes(os.path.join(d, RECORDS), res["records"])
-            atomic_write_json(os.path.join(d, "bench.json"), res["doc"])   # last: the mark of a finished job
+            write_cached_doc(os.path.join(d, "bench.json"), res["doc"])   # last: the mark of a finished job
             results[job.key] = res["doc"]
             log(f"{e} {a} seed {s}: return {res['doc']['return_mean']:.3f}, {res['doc']['steps']} steps, "
                 f"train {res['doc']['train_wall_s']:.1f}s")

@@ -112,7 +112,8 @@ from kenv.schema import check_choice, check_int, cli_int
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .estimate import announce, train_s
 from .evaluate import ci95
-from .jobs import Job, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
+from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_cached_doc, read_tree, run_jobs, \
+    write_cached_doc, write_tree
 from .plots import save_png
 from .train import (
     MAX_TIMESTEPS, DirLock, ModelPolicy, TrainArgs, TrainConfig, action_key, atomic_write_json, atomic_write_text,
@@ -247,11 +248,8 @@ def static_fingerprint(env_id: str, actions: Any, seeds: int) -> str:
 
 def cached_static(env_id: str, actions: Any, seeds: int, path: str) -> dict | None:
     """static.json in ``path`` if it is :func:`static_job`'s for these arguments (the driver's check)."""
-    doc = read_json(path)
-    if isinstance(doc, dict) and doc.get("fingerprint") == static_fingerprint(env_id, actions, seeds) \
-            and "actions" in doc:
-        return doc
-    return None
+    doc = read_cached_doc(path, static_fingerprint(env_id, actions, seeds))
+    return doc if doc is not None and "actions" in doc else None
 
 
 def static_job(env_id: str, actions: Any, seeds: int) -> dict:
@@ -573,11 +571,8 @@ def cached_learned(env_id: str, profile: str, actions: Any, seeds: int, train_se
                    out: str) -> dict | None:
     """``<out>/<profile>/learned.json`` if it is :func:`learned_job`'s for these arguments."""
     cfg, targs = train_setup(env_id, profile, actions, train_seed, steps, out)
-    doc = read_json(os.path.join(os.path.dirname(targs.out), "learned.json"))
-    if isinstance(doc, dict) and doc.get("fingerprint") == _learned_fp(cfg, train_seed, targs, seeds) \
-            and all(k in doc for k in LEARNED_KEYS):
-        return doc
-    return None
+    return cached_doc(os.path.join(os.path.dirname(targs.out), "learned.json"), LEARNED_KEYS,
+                      _learned_fp(cfg, train_seed, targs, seeds))
 
 
 def learned_job(env_id: str, profile: str, actions: Any, seeds: int, train_seed: int, steps: int | None,
@@ -972,11 +967,11 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
                 if res["files"] is not None:
                     write_tree(os.path.join(pdir, "train"), res["files"])
                 res = res["doc"]
-                atomic_write_json(os.path.join(pdir, "learned.json"), res)
+                write_cached_doc(os.path.join(pdir, "learned.json"), res)
             elif job.key == ("static",):
-                atomic_write_json(static_path, res)
+                write_cached_doc(static_path, res)
             else:
-                atomic_write_json(held_path, res)
+                write_cached_doc(held_path, res)
             return after(job.key, res)
 
         def after(key: tuple, res: dict) -> list[Job]:
@@ -991,7 +986,8 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
                 labels = list(dict.fromkeys(lab for p in profiles
                                             for lab in chosen_labels(found["choices"][p], patched_label)))
                 found["labels"] = labels
-                return [Job(("heldout",), heldout_job, (env_id, acts, seeds, labels, read_json(held_path)))]
+                prior = read_cached_doc(held_path, static_fingerprint(env_id, acts, seeds))
+                return [Job(("heldout",), heldout_job, (env_id, acts, seeds, labels, prior))]
             if key == ("heldout",):
                 log(f"{env_id}: {len(found['labels'])} chosen static actions on {seeds} held-out episodes "
                     f"({res['wall_s']:.1f}s)")

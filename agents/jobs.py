@@ -24,6 +24,8 @@ on its arguments, so the output does not depend on the back-end or the number of
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -81,16 +83,57 @@ def check_ray(ray: str | None, flag: str = "--ray") -> str | None:
     return ray
 
 
-def cached_doc(path: str, keys: Sequence[str], fp: str) -> dict | None:
-    """A finished job's cached result (a JSON file in the output folder) if it is one for
-    the fingerprint ``fp`` and has ``keys``, else None: the job is (re)done.  A damaged or
-    foreign file is redone, which loses nothing: it is a function of the job's arguments."""
+#: the key of a cached job result (:func:`write_cached_doc`) holding the digest of the rest
+DIGEST_KEY = "digest"
+
+
+def doc_digest(doc: dict) -> str:
+    """A digest of ``doc`` less :data:`DIGEST_KEY`, as it reads back from its JSON file
+    (numpy values plain, keys strings, in sorted order)."""
+    from .files import json_default
+
+    plain = json.loads(json.dumps({k: v for k, v in doc.items() if k != DIGEST_KEY}, default=json_default))
+    return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def write_cached_doc(path: str, doc: dict) -> None:
+    """Write a finished job's result ``doc`` (a JSON object with its ``fingerprint``) to
+    ``path``, atomically, with the digest :func:`cached_doc` checks; ``doc`` is unchanged."""
+    from .files import atomic_write_json
+
+    atomic_write_json(path, {**doc, DIGEST_KEY: doc_digest(doc)})
+
+
+def check_cached(path: str, keys: Sequence[str], fp: str) -> tuple[dict | None, str]:
+    """(the result :func:`write_cached_doc` wrote to ``path``, without its digest, "") if it
+    is one for the fingerprint ``fp`` and has ``keys``; else (None, why), why "" unless the
+    file claims to be that result (its fingerprint) but is not: keys missing, or values
+    other than those written (its digest differs: an edited value, another type)."""
     from .files import read_json
 
     doc = read_json(path)
-    if isinstance(doc, dict) and doc.get("fingerprint") == fp and all(k in doc for k in keys):
-        return doc
-    return None
+    if not (isinstance(doc, dict) and doc.get("fingerprint") == fp):
+        return None, ""
+    if not all(k in doc for k in keys):
+        return None, "keys missing: " + ", ".join(k for k in keys if k not in doc)
+    if doc.get(DIGEST_KEY) != doc_digest(doc):
+        return None, "its values are not those kenv wrote (its digest differs)"
+    return {k: v for k, v in doc.items() if k != DIGEST_KEY}, ""
+
+
+def read_cached_doc(path: str, fp: str) -> dict | None:
+    """:func:`check_cached`'s result for the fingerprint ``fp``, or None."""
+    return check_cached(path, (), fp)[0]
+
+
+def cached_doc(path: str, keys: Sequence[str], fp: str) -> dict | None:
+    """A finished job's cached result (a JSON file in the output folder, written by
+    :func:`write_cached_doc`) if it is one for the fingerprint ``fp`` and has ``keys``,
+    else None: the job is (re)done.  A damaged or foreign file, or one whose values are
+    not those written (its digest), is redone, which loses nothing: it is a function of
+    the job's arguments.  (Before the digest a hand-edited value of the right key was
+    read as it stood: a traceback where it had another type, a wrong table otherwise.)"""
+    return check_cached(path, keys, fp)[0]
 
 
 def run_jobs(jobs: Iterable[Job], on_done: Callable[[Job, Any], list[Job]], *, workers: int = 1,

@@ -15,8 +15,9 @@ and discover's evaluation) with :func:`load_model`, which unpickles nothing:
   (``activation_fn``, ``optimizer_class``, ...) is taken only from torch's activations
   and optimisers and SB3's extractors; training state (last observations, episode
   buffers, schedules, buffer classes) is dropped, as acting does not read it;
-- sizes that only training uses (rollout and replay buffers) are set to 1, so a file
-  cannot make the loader allocate gigabytes;
+- sizes that only training uses (rollout and replay buffers) are set to 1, and the layer
+  sizes of ``policy_kwargs.net_arch`` must fit the weights the file holds
+  (:func:`_net_weights`), so a file cannot make the loader allocate gigabytes;
 - the weights are read by SB3 with ``torch.load(weights_only=True)`` and must match the
   rebuilt policy key for key and shape for shape.
 
@@ -43,6 +44,8 @@ TRUST = "or pass --trust-model to let SB3 unpickle the file (that runs code from
 MAX_DATA_BYTES = 10_000_000
 #: the largest model unpacked (bytes, all entries); a kenv model is under 1 MB
 MAX_ZIP_BYTES = 1_000_000_000
+#: the fewest bytes of ``policy.pth`` per weight (SB3 saves float32; 2 leaves room for half precision)
+MIN_BYTES_PER_WEIGHT = 2
 #: pickled fields that only training reads: dropped (None), SB3 rebuilds what it needs
 TRAINING_STATE = frozenset({
     "_last_obs", "_last_episode_starts", "_last_original_obs", "ep_info_buffer", "ep_success_buffer",
@@ -67,7 +70,8 @@ def load_model(path: str, algo_cls, env, *, trust: bool = False, label: str = "-
             raise misfit(env, label, path, describe_space(model.observation_space),
                          describe_space(model.action_space))
         return model
-    data = _read_data(path, label)
+    data, weight_bytes = _read_data(path, label)
+    _check_net_arch(data, weight_bytes, path, label)
     custom = _custom_objects(data, algo_cls, env, path, label)
     try:
         return algo_cls.load(path, device="cpu", custom_objects=custom)
@@ -79,7 +83,8 @@ def load_model(path: str, algo_cls, env, *, trust: bool = False, label: str = "-
                                        f"({why}), {TRUST}") from None
 
 
-def _read_data(path: str, label: str) -> dict:
+def _read_data(path: str, label: str) -> tuple[dict, int | None]:
+    """``data`` of the zip, and the size of its weights (``policy.pth`` unpacked; None without)."""
     try:
         with zipfile.ZipFile(path) as z:
             if sum(i.file_size for i in z.infolist()) > MAX_ZIP_BYTES:
@@ -88,13 +93,42 @@ def _read_data(path: str, label: str) -> dict:
             if info.file_size > MAX_DATA_BYTES:
                 raise ConfigError(label, path, f"a model whose 'data' is at most {MAX_DATA_BYTES:,} bytes")
             data = json.loads(z.read(info).decode("utf-8"))
+            weight_bytes = z.getinfo("policy.pth").file_size if "policy.pth" in z.namelist() else None
     except KeyError:
         raise ConfigError(label, path, "an SB3 model .zip (no 'data' entry)") from None
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
         raise ConfigError(label, path, f"an SB3 model .zip ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(label, path, "an SB3 model .zip ('data' is not a JSON object)")
-    return data
+    return data, weight_bytes
+
+
+def _net_weights(net_arch: Any) -> int:
+    """The fewest weights a policy with these layer sizes has: per list of sizes, a bias
+    per unit and a weight matrix per two consecutive layers (the input and output layers,
+    which the env's spaces size, left out).  A list of lists or a mapping (``pi``, ``vf``,
+    ``qf``) counts each of its lists."""
+    if isinstance(net_arch, dict):
+        return sum(_net_weights(v) for v in net_arch.values())
+    if not isinstance(net_arch, list):
+        return 0
+    sizes = [max(v, 0) for v in net_arch if isinstance(v, int) and not isinstance(v, bool)]
+    return (sum(sizes) + sum(a * b for a, b in zip(sizes, sizes[1:]))
+            + sum(_net_weights(v) for v in net_arch if isinstance(v, (dict, list))))
+
+
+def _check_net_arch(data: dict, weight_bytes: int | None, path: str, label: str) -> None:
+    """Refuse, before SB3 builds (and initialises) the policy, layer sizes that need more
+    weights than the file holds: a 20 KB zip asking for ``net_arch=[20000, 20000]`` had the
+    loader allocate and orthogonalise 400M weights (8 GB, minutes) before it found that the
+    weights do not fit."""
+    pk = data.get("policy_kwargs")
+    need = _net_weights(pk.get("net_arch")) if isinstance(pk, dict) else 0
+    have = (weight_bytes or 0) // MIN_BYTES_PER_WEIGHT
+    if need > have:
+        held = "it has no policy.pth" if weight_bytes is None else f"its policy.pth holds at most {have:,}"
+        raise ConfigError(label, path, f"a model whose policy_kwargs.net_arch fits its weights (its layer sizes "
+                                       f"need at least {need:,} weights; {held})")
 
 
 def _pickled(item: Any) -> bool:

@@ -85,12 +85,24 @@ def _env_of_run(run: dict, label: str, path: str) -> gym.Env:
     """The env a run's ``run.yaml`` names (its id and ``env_kwargs``), to load its model for."""
     import kenv  # noqa: F401  (registers the ids)
 
+    from kenv.envs.registration import ENV_IDS, RENAMED
+
     env_id = run.get("env")
-    kwargs = (run.get("hyperparams") or {}).get("env_kwargs") or {}
-    if not isinstance(env_id, str) or env_id not in gym.registry or not isinstance(kwargs, dict):
+    hyper = run.get("hyperparams")
+    kwargs = (hyper.get("env_kwargs") if isinstance(hyper, dict) else None) or {}
+    if env_id not in ENV_IDS + tuple(RENAMED) or not isinstance(kwargs, dict) \
+            or not all(isinstance(k, str) for k in kwargs):
+        # (a kenv id only: run.yaml comes with the model, from wherever the model came)
         raise ConfigError(label, path, "a model in a kenv train run directory (its run.yaml names the env), "
                                        "or an env to load it for")
-    return gym.make(env_id, **kwargs)
+    try:
+        return gym.make(env_id, **kwargs)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - kwargs Gymnasium's make refuses (max_episode_steps, render_mode)
+        why = f"{type(e).__name__}: {e}".splitlines()[0][:160]
+        raise ConfigError(label, path, f"a model whose run.yaml names an env that can be made ({env_id} with "
+                                       f"env_kwargs {kwargs!r}: {why})") from None
 
 
 def _check_action_set(run: dict, env: gym.Env, label: str, path: str) -> None:

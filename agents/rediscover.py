@@ -104,7 +104,8 @@ from .baselines import OraclePolicy, Policy, StaticPolicy, context_key, make_pol
 from .evaluate import ci95, evaluate, evaluate_policy
 from .checkpoints import read_evaluations
 from .config import MAX_TIMESTEPS, load_train_config, make_env, registered_env_ids
-from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_tree, run_jobs, write_tree
+from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_tree, run_jobs, write_cached_doc, \
+    write_tree
 from .files import (
     DirLock, atomic_write_json, atomic_write_text, env_slug, json_default, make_out_dir, remove_stale_tmp,
 )
@@ -697,10 +698,10 @@ def _rediscover_locked(env_ids, cfgs, algo_name, seed_list, out, config, algo, w
             path = _learned_path(out, key[1], key[2])
             if res["files"] is not None:
                 write_tree(os.path.dirname(path), res["files"])
-            atomic_write_json(path, res["doc"])
+            write_cached_doc(path, res["doc"])
             res = res["doc"]
         else:
-            atomic_write_json(_baselines_path(out, key[1]), res)
+            write_cached_doc(_baselines_path(out, key[1]), res)
         results[key] = res
         if key[0] == "baseline_job":
             log(f"[{n_done}] {key[1]}: static-action table, oracle and baselines ({res['wall_s']:.1f}s of CPU)")

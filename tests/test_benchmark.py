@@ -174,3 +174,46 @@ def test_a_rerun_with_other_training_names_the_given_out_and_the_folder_to_delet
     run_dir = os.path.join(copy, "ppo", "kenv_HwrngWait-v2", "seed_0")
     assert f"({run_dir} was trained with others; delete that folder to redo its run)" in line, line
     assert "--n-timesteps and shipped training configs" in line and "--config" not in line, line
+
+
+def _mean_1000(d):
+    d["return_mean"] = 1000.0
+
+
+def _returns_edited(d):
+    d["returns"] = [r + 1.0 for r in d["returns"]]
+    d["return_mean"] = sum(d["returns"]) / len(d["returns"])
+
+
+TAMPERED = {
+    "a string mean": lambda d: d.update(return_mean="abc"),
+    "a mean that is not its returns'": _mean_1000,
+    "returns other than its records'": _returns_edited,
+    "steps missing a type": lambda d: d.update(steps=None),
+    "another seed's result": lambda d: d.update(seed=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERED))
+def test_a_damaged_bench_json_is_redone_not_a_traceback_or_a_wrong_table(run, tmp_path, capsys, name):
+    """A finished job's bench.json with this run's fingerprint but values it never wrote
+    (hand-edited, from another job) is redone: before, a string mean was a traceback and
+    an edited mean went into the table (a return of 504.5 and a score of 18450)."""
+    out, ref = run
+    copy = str(tmp_path / "copy")
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".lock"))
+    path = os.path.join(copy, "ppo", "kenv_HwrngWait-v2", "seed_1", "bench.json")
+    with open(path) as f:
+        doc = json.load(f)
+    TAMPERED[name](doc)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    capsys.readouterr()
+    assert main(["benchmark", *TINY, "--algos", "ppo,dqn", "--out", copy, "--json"]) in (0, None)
+    cap = capsys.readouterr()
+    assert f"{path} is not this job's result (" in cap.err and f"{ENV} ppo seed 1:" in cap.err, cap.err
+    assert "3 finished job(s)" in cap.err and "1 to run" in cap.err, cap.err
+    assert json.loads(cap.out)["rows"] == [{**r, "records": [p.replace(out, copy) for p in r["records"]]}
+                                           for r in ref["rows"]]
+    with open(path) as f:
+        assert json.load(f)["return_mean"] == ref["rows"][0]["seed_returns"][1]   # rewritten by the redone job

@@ -179,3 +179,38 @@ def test_a_kernel_model_says_its_actions_per_decision(tmp_path):
     reordered = gym.make("kenv/Kernel-v3", actions={"raid6": list(reversed(env.unwrapped.actions[2]))})
     with pytest.raises(ConfigError, match=r"it trained on \[.*\] \[.*\] \[preempt_disable, migrate_disable\]"):
         load_model(str(tmp_path / "m.zip"), "ppo", env=reordered)
+
+
+RUN_YAMLS = {
+    "another library's id": "env: CartPole-v1\nhyperparams: {env_kwargs: {bogus: 1}}\n",
+    "another library's id, no kwargs": "env: CartPole-v1\nhyperparams: {env_kwargs: {}}\n",
+    "a time limit of another type": "env: kenv/Raid6Bench-v3\nhyperparams: {env_kwargs: {max_episode_steps: x}}\n",
+    "a render mode of another type": "env: kenv/Raid6Bench-v3\nhyperparams: {env_kwargs: {render_mode: 5}}\n",
+    "hyperparams not a mapping": "env: kenv/Raid6Bench-v3\nhyperparams: 5\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_YAMLS))
+def test_a_foreign_run_yaml_beside_a_model_is_one_line_not_a_traceback(tmp_path, capsys, name):
+    """run.yaml comes with the model (a run folder from elsewhere): an env it names that is
+    not kenv's, or kwargs Gymnasium's make refuses, was a TypeError or AttributeError
+    traceback from ``kenv evaluate --model DIR``.  With --env the model is checked by its
+    spaces alone and plays; without an env (the Python API) it is a ConfigError, unless
+    run.yaml names a kenv id and no kwargs (hyperparams not a mapping: none given)."""
+    from kenv.agents.policy import load_model
+    from kenv.errors import ConfigError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _save_model(run / "model.zip", "kenv/Raid6Bench-v3")
+    (run / "run.yaml").write_text(RUN_YAMLS[name])
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "1",
+                 "--model", str(run), "--json"]) == 0
+    rows = {p["name"] for p in json.loads(capsys.readouterr().out)["policies"]}
+    assert rows == {"patched", "model"}
+    if name == "hyperparams not a mapping":
+        assert load_model(str(run)).observation_space.shape == gym.make("kenv/Raid6Bench-v3").observation_space.shape
+        return
+    with pytest.raises(ConfigError) as e:
+        load_model(str(run))
+    assert e.value.field == "--model" and "run.yaml" in str(e.value), str(e.value)

@@ -130,3 +130,60 @@ def test_an_unknown_policy_kwargs_class_is_refused(tmp_path, ppo_zip):
     with pytest.raises(ConfigError) as e:
         load_model(str(bad), "ppo", env=gym.make(ENV))
     assert "policy_kwargs.activation_fn" in str(e.value) and "--trust-model" in str(e.value)
+
+
+def _with_policy_kwargs(src: str, dst: str, **kwargs) -> str:
+    """``src`` with these readable policy_kwargs entries (the weights left as saved)."""
+    with zipfile.ZipFile(src) as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    data = json.loads(entries["data"])
+    data["policy_kwargs"] = {**data["policy_kwargs"], **kwargs}
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(dst, "w") as z:
+        for n, b in entries.items():
+            z.writestr(n, b)
+    return dst
+
+
+@pytest.mark.parametrize("net_arch", [[2000, 2000], {"pi": [8], "vf": [3000, 1500]}, [10**12]])
+def test_layer_sizes_the_weights_cannot_hold_are_refused_before_the_policy_is_built(tmp_path, ppo_zip, net_arch):
+    """A few-KB zip whose policy_kwargs ask for huge layers: refused from the sizes alone.
+    Before, SB3 built and initialised the policy first (net_arch [20000, 20000]: 8 GB and
+    minutes of orthogonal init, [10**12]: a failed allocation) and only then found that
+    the weights do not fit."""
+    import stable_baselines3.common.policies as sb3_policies
+
+    bad = _with_policy_kwargs(ppo_zip, str(tmp_path / "big.zip"), net_arch=net_arch)
+    built = []
+    orig = sb3_policies.ActorCriticPolicy._build
+
+    def spy(self, *a, **kw):
+        built.append(self.net_arch)
+        return orig(self, *a, **kw)
+
+    sb3_policies.ActorCriticPolicy._build = spy
+    try:
+        with pytest.raises(ConfigError) as e:
+            load_model(bad, "ppo", env=gym.make(ENV))
+    finally:
+        sb3_policies.ActorCriticPolicy._build = orig
+    assert "policy_kwargs.net_arch fits its weights" in str(e.value) and built == [], (str(e.value), built)
+    r = _kenv(*COMMANDS["evaluate"](bad), cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "net_arch" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("cls,net_arch", [(PPO, [8]), (PPO, [64, 64]), (PPO, {"pi": [16, 8], "vf": [12]}),
+                                          (DQN, [32, 16]), (DQN, [])])
+def test_the_net_arch_bound_never_refuses_a_real_model(tmp_path, cls, net_arch):
+    """The layer-size check is a lower bound: a model saved with these sizes still loads."""
+    from kenv.agents.models import MIN_BYTES_PER_WEIGHT, _net_weights
+
+    env = gym.make(ENV)
+    kw = {"n_steps": 16, "batch_size": 16} if cls is PPO else {"learning_starts": 0}
+    model = cls("MlpPolicy", env, seed=0, policy_kwargs={"net_arch": net_arch}, **kw)
+    path = str(tmp_path / "m.zip")
+    model.save(path)
+    with zipfile.ZipFile(path) as z:
+        have = z.getinfo("policy.pth").file_size // MIN_BYTES_PER_WEIGHT
+    assert _net_weights(net_arch) <= sum(p.numel() for p in model.policy.parameters()) <= have
+    assert load_model(path, cls.__name__.lower(), env=env) is not None
