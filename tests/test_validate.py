@@ -420,3 +420,17 @@ def test_an_empty_path_is_named():
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [p.stderr.strip()]
     assert p.stderr.startswith("kenv validate: error: path: got ''; allowed: a records file"), p.stderr
+
+
+@pytest.mark.parametrize("old", ["kenv/Raid6Bench-v1", "kenv/Kernel-v2"])
+def test_an_old_ids_records_carry_no_kernel_options_of_its_own(old, tmp_path):
+    """An old id made as registered (kenv/Raid6Bench-v1: kenv/Raid6BenchBalanced-v0, with
+    load_balance) is its id's benchmark: its records carry no kernel_options and pass
+    --strict (they carried the new id's options, as if the user had turned them on)."""
+    path = tmp_path / "old.jsonl"
+    subprocess.run([sys.executable, "-W", "ignore", "-c", MAKE.format(env=old, kw=""), str(path)], check=True)
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert recs and all("kernel_options" not in r for r in recs), recs[0].get("kernel_options")
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and f"{len(recs)} of {len(recs)} records valid" in p.stdout, p.stdout

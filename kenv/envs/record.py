@@ -110,8 +110,11 @@ class RecordEpisodes(gym.Wrapper):
         spec = self.env.spec
         if spec is None:
             return {}
+        from .registration import canonical_id
+
         base = self.env.unwrapped
-        registered = gym.spec(spec.id).kwargs
+        # (an old id's spec only names its new id: the kernel options are the new id's)
+        registered = gym.spec(canonical_id(spec.id)).kwargs
         opts = {o: getattr(base, o) for o in getattr(base, "KERNEL_OPTIONS", ())
                 if bool(getattr(base, o)) != bool(registered.get(o, False))}
         return {"kernel_options": opts} if opts else {}
