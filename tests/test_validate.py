@@ -434,3 +434,12 @@ def test_an_old_ids_records_carry_no_kernel_options_of_its_own(old, tmp_path):
     p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(path)],
                        capture_output=True, text=True)
     assert p.returncode == 0 and f"{len(recs)} of {len(recs)} records valid" in p.stdout, p.stdout
+
+
+def test_a_seed_reset_refuses_is_named_as_the_seed(made, tmp_path):
+    """A negative (or too large) seed is the seed's error, not the scenario_override's: the
+    reset's error was put down to "scenario_override None" on records without one."""
+    for seed in (-1, 2**64):
+        p = _validate(_write(tmp_path / "r.jsonl", [dict(made[0], seed=seed)]))
+        assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: seed {seed}: seed: got {seed}"), p.stdout
+        assert "scenario_override" not in p.stdout, p.stdout

@@ -190,7 +190,9 @@ def check_record(rec: dict) -> str | None:
     override = rec.get("scenario_override")
     try:
         _, info = env.reset(seed=seed, options=None if override is None else {"scenario": override})
-    except ConfigError as e:
+    except ConfigError as e:   # (reset refuses the seed, or the forced scenario: name the field it was)
+        if str(getattr(e, "field", "")).startswith("seed"):
+            return f"seed {seed!r}: {e}"
         return f"scenario_override {override!r}: {e}"
     if info.get("scenario") != rec.get("scenario"):
         return f"scenario {rec.get('scenario')} != replayed {info.get('scenario')}{other}"
