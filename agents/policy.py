@@ -132,11 +132,19 @@ def _as_lists(actions) -> list:
     return [_as_lists(a) if isinstance(a, (list, tuple)) else a for a in actions]
 
 
+#: the most characters of an action set an error shows (a zip's kenv_actions.json may name
+#: up to models.MAX_ACTIONS_BYTES of them; a kenv env's set is well under this)
+MAX_NAMES_SHOWN = 400
+
+
 def _names(actions) -> str:
-    """An action set as one line: ``a, b`` or, per decision, ``[a, b] [c, d]``."""
+    """An action set as one line: ``a, b`` or, per decision, ``[a, b] [c, d]`` (cut
+    after :data:`MAX_NAMES_SHOWN` characters)."""
     if actions and isinstance(actions[0], (tuple, list)):
-        return " ".join("[" + ", ".join(names) + "]" for names in actions)
-    return ", ".join(actions)
+        line = " ".join("[" + ", ".join(names) + "]" for names in actions)
+    else:
+        line = ", ".join(actions)
+    return line if len(line) <= MAX_NAMES_SHOWN else line[:MAX_NAMES_SHOWN] + " ..."
 
 
 def read_run_yaml(run_dir: str) -> dict | None:

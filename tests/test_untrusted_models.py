@@ -187,3 +187,16 @@ def test_the_net_arch_bound_never_refuses_a_real_model(tmp_path, cls, net_arch):
         have = z.getinfo("policy.pth").file_size // MIN_BYTES_PER_WEIGHT
     assert _net_weights(net_arch) <= sum(p.numel() for p in model.policy.parameters()) <= have
     assert load_model(path, cls.__name__.lower(), env=env) is not None
+
+
+def test_a_crafted_action_names_entry_is_a_short_error(tmp_path, ppo_zip):
+    """A zip's kenv_actions.json (read up to 100 KB) is shown cut in the refusal: a name of
+    90,000 characters made a one-line error of 90 KB."""
+    dst = str(tmp_path / "long.zip")
+    with zipfile.ZipFile(ppo_zip) as z, zipfile.ZipFile(dst, "w") as o:
+        for n in z.namelist():
+            o.writestr(n, z.read(n))
+        o.writestr("kenv_actions.json", json.dumps({"actions": ["x" * 90_000, "y"]}))
+    with pytest.raises(ConfigError, match=r"it trained on x+ \.\.\.") as e:
+        load_model(dst, "ppo", env=gym.make(ENV))
+    assert len(str(e.value)) < 2_000 and "\n" not in str(e.value)
