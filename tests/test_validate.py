@@ -443,3 +443,15 @@ def test_a_seed_reset_refuses_is_named_as_the_seed(made, tmp_path):
         p = _validate(_write(tmp_path / "r.jsonl", [dict(made[0], seed=seed)]))
         assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: seed {seed}: seed: got {seed}"), p.stdout
         assert "scenario_override" not in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("data", [b"\xff\xfe{\x00}\x00\n\x00", b'{"format": 1}\n\x80\n'])
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path, data):
+    """A records file in UTF-16 (PowerShell's >) or with bytes that are not UTF-8 was a
+    UnicodeDecodeError traceback; now one line naming the path and the byte."""
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(data)
+    p = _validate(path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    [line] = p.stderr.strip().splitlines()
+    assert "is not UTF-8" in line and str(path) in line, line

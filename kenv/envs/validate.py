@@ -255,8 +255,15 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
         raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
                           "kenv.RecordEpisodes)")
     out = ValidateResult(path, strict=check_bool(strict, "strict"))
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:   # (UTF-16, as PowerShell's > writes, or not text at all)
+        utf16 = " (it starts with a UTF-16 byte order mark)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ConfigError("path", path, f"a records file in UTF-8 (byte {e.start} is not UTF-8{utf16}): "
+                          "a JSON Lines file (kenv evaluate --record, kenv.RecordEpisodes)") from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")   # (the newlines open()'s text mode read)
     lines = text.split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
