@@ -125,9 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     va.add_argument("path", help="a records file (kenv.RecordEpisodes, kenv evaluate --record)")
     va.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     va.add_argument("--strict", action="store_true",
-                    help="fail a record that replays but was not made as its id is registered (action_set, "
-                         "reward_weights, scenario_mix, kernel_options, max_episode_steps, scenario_override): "
-                         "for a benchmark's table")
+                    help="fail a record that replays but is not an episode of its id's benchmark (an env not "
+                         "made as its id is registered, a forced scenario, a profile other than balanced, a "
+                         "field records do not have): for a benchmark's table")
     # --seed stays accepted (scripts pass it; flags are not taken away) but means nothing here
     va.add_argument("--seed", type=cli_seed, default=None,
                     help="ignored: each record is replayed from its own seed (kept for scripts that pass it)")

@@ -396,6 +396,18 @@ def test_strict_fails_a_record_not_made_as_its_id_is_registered(made, tmp_path):
                        capture_output=True, text=True)
     doc = json.loads(p.stdout)
     assert p.returncode == 1 and doc["strict"] is True and doc["failed"] == 1, p.stdout
+    # the profile scores are measured with, and the fields a record has (a claim such as
+    # "score" beside them would pass to a leaderboard)
+    other = json.loads(json.dumps(made[1]))
+    other["score"] = 100.0
+    latency = _make(tmp_path / "latency.jsonl", ', profile="latency"')
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict",
+                        str(_write(tmp_path / "s.jsonl", [other, latency[0]]))], capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 1 and "0 of 2 records valid" in p.stdout, p.stdout
+    assert lines[0].endswith("seed 2 replays, but has fields a record does not: score (--strict)"), p.stdout
+    assert lines[1].endswith("under profile 'latency' (--strict: a benchmark's episodes use 'balanced')"), p.stdout
+    assert _validate(tmp_path / "s.jsonl").returncode == 0
 
 
 def test_truncated_file_fails(made, tmp_path):

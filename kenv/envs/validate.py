@@ -20,7 +20,7 @@ from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
-from .scores import dynamics_fingerprint
+from .scores import SCORE_PROFILE, dynamics_fingerprint
 
 
 @dataclass
@@ -232,6 +232,26 @@ def check_record(rec: dict) -> str | None:
     return None
 
 
+#: the fields a record may have beside FIELDS and OPTIONAL
+OTHER_FIELDS = ("dynamics",)
+
+
+def not_the_benchmark(rec: dict) -> str | None:
+    """None if a record that replays is an episode of its id's benchmark (``--strict``): the
+    id as registered (no optional field), the profile scores are for, no field a record does
+    not have; else why not (one line)."""
+    head = f"{rec['env_id']} seed {rec['seed']} replays, but"
+    extra = [n for n in OPTIONAL if n in rec]
+    if extra:
+        return f"{head} not as its id is registered: {', '.join(extra)} (--strict: a benchmark's episodes have none)"
+    if rec["profile"] != SCORE_PROFILE:
+        return f"{head} under profile {rec['profile']!r} (--strict: a benchmark's episodes use {SCORE_PROFILE!r})"
+    unknown = sorted(set(rec) - set(FIELDS) - set(OPTIONAL) - set(OTHER_FIELDS))
+    if unknown:
+        return f"{head} has fields a record does not: {', '.join(unknown)} (--strict)"
+    return None
+
+
 class _DuplicateKey(ValueError):
     pass
 
@@ -294,9 +314,7 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
         except (KeyError, TypeError, ValueError) as e:
             why = f"malformed record: {type(e).__name__}: {e}"
         forced = "".join(opt.note.format(rec[n]) for n, opt in OPTIONAL.items() if n in rec)
-        extra = [n for n in OPTIONAL if n in rec]
-        if why is None and strict and extra:
-            why = (f"{rec['env_id']} seed {rec['seed']} replays, but not as its id is registered: "
-                   f"{', '.join(extra)} (--strict: a benchmark's episodes have none)")
+        if why is None and strict:
+            why = not_the_benchmark(rec)
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
