@@ -80,3 +80,16 @@ def test_a_malformed_action_list_gives_this_envs_names_as_the_example():
     assert r.returncode == 2 and r.stdout == ""
     [line] = r.stderr.strip().splitlines()
     assert "'a,,b'" in line and "(e.g. preempt_disable,migrate_disable)" in line, line
+
+
+@pytest.mark.parametrize("decision, bad", [("deferral", "foo"), ("wait", "bogus"), ("raid6", "nope")])
+def test_a_bad_action_of_one_decision_names_the_decision(decision, bad):
+    """kenv/Kernel-*'s decisions have their own action names: an error named only
+    ``actions`` did not say which decision's list was wrong."""
+    import gymnasium as gym
+
+    with pytest.raises(ConfigError) as e:
+        gym.make("kenv/Kernel-v3", actions={decision: [bad]})
+    assert e.value.field == f"actions.{decision}" and e.value.value == bad
+    r = kenv("evaluate", "--env", "kenv/Kernel-v3", "--episodes", "1", "--actions", f"{decision}={bad}")
+    assert r.returncode == 2 and f"actions.{decision}: got '{bad}'" in r.stderr, r.stderr
