@@ -377,6 +377,11 @@ while not any(env.step(env.action_space.sample())[2:4]):
     assert p.returncode == 1 and p.stdout.startswith("line 1: FAIL: kernel_options {'fast_forward': False} is not"), \
         p.stdout
     assert all("kernel_options" not in r for r in made)
+    # the id's own setting is never recorded: such a record passed with "(kernel options ...: not its id's)"
+    p = _validate(_write(path, [dict(made[0], kernel_options={"load_balance": False})]))
+    assert p.returncode == 1 and p.stdout.startswith(
+        "line 1: FAIL: kernel_options {'load_balance': False}: load_balance is kenv/Raid6Bench-v3's own setting"), \
+        p.stdout
 
 
 def test_strict_fails_a_record_not_made_as_its_id_is_registered(made, tmp_path):

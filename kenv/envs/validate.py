@@ -115,6 +115,11 @@ def _kernel_options(rec: dict, opts) -> dict:
             and all(isinstance(v, bool) for v in opts.values())):
         raise _Refused(f"kernel_options {opts!r} is not an object {{option: true or false}} of the options "
                        + ", ".join(KERNEL_OPTION_KEYWORDS))
+    registered = gym.spec(canonical_id(rec["env_id"])).kwargs   # (a record carries only the options that differ)
+    same = [o for o, v in opts.items() if v == bool(registered.get(o, False))]
+    if same:
+        raise _Refused(f"kernel_options {opts!r}: {', '.join(same)} is {rec['env_id']}'s own setting "
+                       "(a record carries only the options its id does not set)")
     return dict(opts)
 
 
