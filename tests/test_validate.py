@@ -472,3 +472,23 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path, data):
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     [line] = p.stderr.strip().splitlines()
     assert "is not UTF-8" in line and str(path) in line, line
+
+
+def test_strict_fails_a_seed_that_is_not_an_evaluation_episodes(made, tmp_path):
+    """--strict: a benchmark's episodes are seeds 0..9 (kenv.envs.scores.EVAL_EPISODES); a
+    record of seed 42 replays, but a row of them is a cherry-pick of good seeds (it passed)."""
+    assert all(0 <= r["seed"] < 10 for r in made)
+    path = tmp_path / "s.jsonl"
+    subprocess.run([sys.executable, "-c", MAKE.format(env=ENV, kw="").replace("(1, 2)", "(10, 42)"), str(path)],
+                   check=True)
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(path)],
+                       capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 1 and "0 of 2 records valid" in p.stdout, p.stdout
+    assert lines[0].startswith("line 1: FAIL: kenv/Raid6Bench-v3 seed 10 replays, but seed 10 is not an evaluation "
+                               "episode's (--strict: a benchmark's episodes are seeds 0..9)"), p.stdout
+    assert "seed 42 is not an evaluation episode's" in lines[1], p.stdout
+    assert _validate(path).returncode == 0   # (they replay: only --strict refuses them)
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(_write(tmp_path / "ok.jsonl", made))],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout

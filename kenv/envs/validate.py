@@ -20,7 +20,7 @@ from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
-from .scores import SCORE_PROFILE, dynamics_fingerprint
+from .scores import EVAL_EPISODES, SCORE_PROFILE, dynamics_fingerprint
 
 
 @dataclass
@@ -243,14 +243,17 @@ OTHER_FIELDS = ("dynamics",)
 
 def not_the_benchmark(rec: dict) -> str | None:
     """None if a record that replays is an episode of its id's benchmark (``--strict``): the
-    id as registered (no optional field), the profile scores are for, no field a record does
-    not have; else why not (one line)."""
+    id as registered (no optional field), the profile scores are for, one of the evaluation
+    episodes' seeds, no field a record does not have; else why not (one line)."""
     head = f"{rec['env_id']} seed {rec['seed']} replays, but"
     extra = [n for n in OPTIONAL if n in rec]
     if extra:
         return f"{head} not as its id is registered: {', '.join(extra)} (--strict: a benchmark's episodes have none)"
     if rec["profile"] != SCORE_PROFILE:
         return f"{head} under profile {rec['profile']!r} (--strict: a benchmark's episodes use {SCORE_PROFILE!r})"
+    if not 0 <= rec["seed"] < EVAL_EPISODES:   # (a seed picked after the fact: its best episodes)
+        return (f"{head} seed {rec['seed']} is not an evaluation episode's (--strict: a benchmark's episodes "
+                f"are seeds 0..{EVAL_EPISODES - 1})")
     unknown = sorted(set(rec) - set(FIELDS) - set(OPTIONAL) - set(OTHER_FIELDS))
     if unknown:
         return f"{head} has fields a record does not: {', '.join(unknown)} (--strict)"
