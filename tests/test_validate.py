@@ -492,3 +492,22 @@ def test_strict_fails_a_seed_that_is_not_an_evaluation_episodes(made, tmp_path):
     p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(_write(tmp_path / "ok.jsonl", made))],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stdout
+
+
+def test_strict_fails_an_episode_given_twice(made, tmp_path):
+    """--strict: one file holding the same (id, seed) episode twice (its best return,
+    repeated to fill a row) fails on the second line, naming the first; an old id's record
+    of the same seed is the same episode. Without --strict both replay."""
+    path = _write(tmp_path / "r.jsonl", [made[0], made[1], made[0]])
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--strict", str(path)],
+                       capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 1 and "2 of 3 records valid" in p.stdout, p.stdout
+    assert lines[0].startswith("line 1: ok") and lines[1].startswith("line 2: ok"), p.stdout
+    assert lines[2] == (f"line 3: FAIL: {ENV} seed {made[0]['seed']} replays, but line 1 is the same episode "
+                        "(--strict: a benchmark plays each evaluation episode once)"), p.stdout
+    assert _validate(path).returncode == 0
+    old = dict(made[0], env_id="kenv/Raid6Bench-v0")   # (renamed to kenv/Raid6Bench-v3: the same episodes)
+    p = subprocess.run([sys.executable, "-W", "ignore", "-m", "kenv.cli", "validate", "--strict",
+                        str(_write(tmp_path / "o.jsonl", [made[0], old]))], capture_output=True, text=True)
+    assert p.returncode == 1 and "line 2: FAIL" in p.stdout and "line 1 is the same episode" in p.stdout, p.stdout

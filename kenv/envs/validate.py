@@ -293,6 +293,7 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
                           "a JSON Lines file (kenv evaluate --record, kenv.RecordEpisodes)") from None
     text = text.replace("\r\n", "\n").replace("\r", "\n")   # (the newlines open()'s text mode read)
     lines = text.split("\n")
+    played: dict = {}   # (canonical id, seed) -> the line of its first --strict record
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -324,5 +325,10 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
         forced = "".join(opt.note.format(rec[n]) for n, opt in OPTIONAL.items() if n in rec)
         if why is None and strict:
             why = not_the_benchmark(rec)
+            episode = (canonical_id(rec["env_id"]), rec["seed"])   # (an old id: the same episodes)
+            if why is None and episode in played:   # (the same episode twice: its best return, repeated)
+                why = (f"{rec['env_id']} seed {rec['seed']} replays, but line {played[episode]} is the same "
+                       "episode (--strict: a benchmark plays each evaluation episode once)")
+            played.setdefault(episode, n)
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
     return out
