@@ -511,3 +511,13 @@ def test_strict_fails_an_episode_given_twice(made, tmp_path):
     p = subprocess.run([sys.executable, "-W", "ignore", "-m", "kenv.cli", "validate", "--strict",
                         str(_write(tmp_path / "o.jsonl", [made[0], old]))], capture_output=True, text=True)
     assert p.returncode == 1 and "line 2: FAIL" in p.stdout and "line 1 is the same episode" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("dyn", [5, ["5dd3810594b1"], {"hash": "x"}, True])
+def test_a_dynamics_of_another_json_type_fails(made, tmp_path, dyn):
+    """``dynamics`` is a string (or null): one of another JSON type is a field of another
+    type, which fails (it passed, even --strict: only the replay was checked)."""
+    p = _validate(_write(tmp_path / "r.jsonl", [dict(made[0], dynamics=dyn)]))
+    assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: dynamics {dyn!r} is not a string or null"), \
+        p.stdout
+    assert _validate(_write(tmp_path / "n.jsonl", [dict(made[0], dynamics=None)])).returncode == 0

@@ -69,6 +69,9 @@ def check_fields(rec: dict) -> str | None:
             return f"{name} {v!r} is not {' or '.join(_JSON[t] for t in types)}{why}"
     if rec["format"] != RECORD_FORMAT:
         return f"format {rec['format']!r}: this kenv reads record format {RECORD_FORMAT}"
+    dyn = rec.get("dynamics")   # (a record has it from kenv.envs.record; older ones may not)
+    if dyn is not None and not isinstance(dyn, str):
+        return f"dynamics {dyn!r} is not a string or null (kenv.envs.scores.dynamics_fingerprint)"
     return None
 
 
