@@ -96,7 +96,8 @@ class BenchDoc(BaseModel):
 def cached_bench(run_dir: str, env_id: str, algo: str, seed: int, fp: str) -> tuple[dict | None, str]:
     """(``bench.json`` of the finished job (env_id, algo, seed) in ``run_dir``, "") if it is
     this job's for the fingerprint ``fp``, its values of the types written, its mean its
-    returns' and its returns those of its records file; else (None, why it is redone, ""
+    returns' and its returns those of its records file, which passes ``kenv validate
+    --strict`` (the evaluation episodes, each once); else (None, why it is redone, ""
     when there is no finished job there)."""
     doc, why = check_cached(os.path.join(run_dir, "bench.json"), BENCH_KEYS, fp)
     records = os.path.join(run_dir, RECORDS)
@@ -119,6 +120,17 @@ def cached_bench(run_dir: str, env_id: str, algo: str, seed: int, fp: str) -> tu
         rec = None
     if rec != d.returns:
         return None, f"its returns are not those of {RECORDS}"
+    from kenv.envs.validate import validate   # (returns edited in both files agree: replay them)
+
+    try:
+        res = validate(records, strict=True)
+    except (ConfigError, OSError) as e:
+        return None, f"{RECORDS}: {e}"
+    bad = next(((n, m) for n, ok, m in res.lines if not ok), None)
+    if bad is not None:
+        return None, f"{RECORDS} fails kenv validate --strict: line {bad[0]}: {bad[1]}"
+    if len(res.lines) != EVAL_EPISODES:   # (--strict: seeds 0..9, each once; so 10 are all of them)
+        return None, f"{RECORDS} is not the {EVAL_EPISODES} evaluation episodes (seeds 0..{EVAL_EPISODES - 1})"
     return doc, ""
 
 

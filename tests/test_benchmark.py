@@ -17,6 +17,7 @@ import time
 import pytest
 
 from kenv.agents.benchmark import plan
+from kenv.agents.jobs import write_cached_doc
 from kenv.cli import build_parser, main
 
 ENV = "kenv/HwrngWait-v2"
@@ -217,3 +218,31 @@ def test_a_damaged_bench_json_is_redone_not_a_traceback_or_a_wrong_table(run, tm
                                            for r in ref["rows"]]
     with open(path) as f:
         assert json.load(f)["return_mean"] == ref["rows"][0]["seed_returns"][1]   # rewritten by the redone job
+
+
+def test_a_finished_job_whose_records_do_not_replay_is_redone(run, tmp_path, capsys):
+    """A finished job's return edited alike in bench.json (its digest recomputed) and
+    records.jsonl (they agree) went into the table unreplayed (a return of +50 and its score); now its records file
+    must pass kenv validate --strict, else the job is redone."""
+    out, ref = run
+    copy = str(tmp_path / "copy")
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".lock"))
+    d = os.path.join(copy, "ppo", "kenv_HwrngWait-v2", "seed_1")
+    with open(os.path.join(d, "records.jsonl")) as f:
+        recs = [json.loads(x) for x in f]
+    recs[0]["return"] += 50.0
+    with open(os.path.join(d, "records.jsonl"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in recs))
+    with open(os.path.join(d, "bench.json")) as f:
+        doc = json.load(f)
+    doc["returns"] = [r["return"] for r in recs]
+    doc["return_mean"] = sum(doc["returns"]) / len(doc["returns"])
+    doc.pop("digest")
+    write_cached_doc(os.path.join(d, "bench.json"), doc)   # (its digest is no secret: anyone recomputes it)
+    capsys.readouterr()
+    assert main(["benchmark", *TINY, "--algos", "ppo,dqn", "--out", copy, "--json"]) in (0, None)
+    cap = capsys.readouterr()
+    assert "records.jsonl fails kenv validate --strict: line 1: return" in cap.err, cap.err
+    assert "3 finished job(s)" in cap.err and "1 to run" in cap.err, cap.err
+    assert json.loads(cap.out)["rows"] == [{**r, "records": [p.replace(out, copy) for p in r["records"]]}
+                                           for r in ref["rows"]]
