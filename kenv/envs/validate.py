@@ -255,8 +255,7 @@ def not_the_benchmark(rec: dict) -> str | None:
     if rec["profile"] != SCORE_PROFILE:
         return f"{head} under profile {rec['profile']!r} (--strict: a benchmark's episodes use {SCORE_PROFILE!r})"
     if not 0 <= rec["seed"] < EVAL_EPISODES:   # (a seed picked after the fact: its best episodes)
-        return (f"{head} seed {rec['seed']} is not an evaluation episode's (--strict: a benchmark's episodes "
-                f"are seeds 0..{EVAL_EPISODES - 1})")
+        return f"{head} is not an evaluation episode (--strict: a benchmark's episodes are seeds 0..{EVAL_EPISODES - 1})"
     unknown = sorted(set(rec) - set(FIELDS) - set(OPTIONAL) - set(OTHER_FIELDS))
     if unknown:
         return f"{head} has fields a record does not: {', '.join(unknown)} (--strict)"
