@@ -278,9 +278,9 @@ def _unique_keys(pairs: list) -> dict:
 
 
 def validate(path: str, strict: bool = False) -> ValidateResult:
-    """Replay every record of ``path``.  ``strict``: a record that replays but carries an
-    optional field (:data:`OPTIONAL`: an env not made as its id is registered, a forced
-    scenario) fails too: a benchmark's episodes have none."""
+    """Replay every record of ``path``.  ``strict``: a record that replays but is not an
+    episode of its id's benchmark (:func:`not_the_benchmark`), or is an episode an earlier
+    line gave, fails too."""
     if not path:   # (open('') names no file: the error would not say what was given)
         raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
                           "kenv.RecordEpisodes)")
@@ -324,7 +324,7 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
             why = check_record(rec)
         except (KeyError, TypeError, ValueError) as e:
             why = f"malformed record: {type(e).__name__}: {e}"
-        forced = "".join(opt.note.format(rec[n]) for n, opt in OPTIONAL.items() if n in rec)
+        forced = "".join(opt.note.format(rec[name]) for name, opt in OPTIONAL.items() if name in rec)
         if why is None and strict:
             why = not_the_benchmark(rec)
             episode = (canonical_id(rec["env_id"]), rec["seed"])   # (an old id: the same episodes)
