@@ -112,7 +112,7 @@ from kenv.schema import check_choice, check_int, cli_int
 from .baselines import Policy, StaticPolicy, make_policy, run_episode, static_actions
 from .estimate import announce, train_s
 from .evaluate import ci95
-from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_cached_doc, read_tree, run_jobs, \
+from .jobs import Job, cached_doc, check_ray, check_workers, job_dir, read_tree, run_jobs, \
     write_cached_doc, write_tree
 from .plots import save_png
 from .train import (
@@ -248,7 +248,7 @@ def static_fingerprint(env_id: str, actions: Any, seeds: int) -> str:
 
 def cached_static(env_id: str, actions: Any, seeds: int, path: str) -> dict | None:
     """static.json in ``path`` if it is :func:`static_job`'s for these arguments (the driver's check)."""
-    doc = read_cached_doc(path, static_fingerprint(env_id, actions, seeds))
+    doc = cached_doc(path, (), static_fingerprint(env_id, actions, seeds))
     return doc if doc is not None and "actions" in doc else None
 
 
@@ -986,7 +986,7 @@ def discover(env_id: str, profile: str = "all", actions: str = "extended", steps
                 labels = list(dict.fromkeys(lab for p in profiles
                                             for lab in chosen_labels(found["choices"][p], patched_label)))
                 found["labels"] = labels
-                prior = read_cached_doc(held_path, static_fingerprint(env_id, acts, seeds))
+                prior = cached_doc(held_path, (), static_fingerprint(env_id, acts, seeds))
                 return [Job(("heldout",), heldout_job, (env_id, acts, seeds, labels, prior))]
             if key == ("heldout",):
                 log(f"{env_id}: {len(found['labels'])} chosen static actions on {seeds} held-out episodes "

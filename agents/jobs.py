@@ -121,11 +121,6 @@ def check_cached(path: str, keys: Sequence[str], fp: str) -> tuple[dict | None, 
     return {k: v for k, v in doc.items() if k != DIGEST_KEY}, ""
 
 
-def read_cached_doc(path: str, fp: str) -> dict | None:
-    """:func:`check_cached`'s result for the fingerprint ``fp``, or None."""
-    return check_cached(path, (), fp)[0]
-
-
 def cached_doc(path: str, keys: Sequence[str], fp: str) -> dict | None:
     """A finished job's cached result (a JSON file in the output folder, written by
     :func:`write_cached_doc`) if it is one for the fingerprint ``fp`` and has ``keys``,
