@@ -69,10 +69,11 @@ Resume
     so a resumed run is the uninterrupted run: the same rollouts, the same model, the
     same evaluations, bit for bit (only wall times differ; the Monitor CSVs are cut back
     to the checkpoint and the episodes after it written again).  A finished run
-    (``result.json``) is reported, not retrained.  ``--resume`` refuses a run directory
-    made with a different configuration, and every run file it reads is checked: a
-    damaged or foreign one (``run.yaml``, a checkpoint, ``evaluations.csv``,
-    ``result.json``) is an error naming it.  A run directory holds pickles (SB3's zips,
+    (``result.json``) is reported, not retrained; one whose ``model.zip`` was deleted is
+    finished again from its newest checkpoint (the final one: the same ``model.zip``).
+    ``--resume`` refuses a run directory made with a different configuration, and every
+    run file it reads is checked: a damaged or foreign one (``run.yaml``, a checkpoint,
+    ``evaluations.csv``, ``result.json``) is an error naming it.  A run directory holds pickles (SB3's zips,
     the state files, DQN's replay buffer): resume only run directories you trust, as
     you would load only models you trust; config files, in contrast, are only data.
     ``<out>/.lock`` (``flock``) keeps a second run from writing the same directory.
@@ -338,8 +339,11 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         done = os.path.join(run_dir, "result.json")
         if os.path.lexists(done):
             res = read_result(done)
-            log(f"{run_dir}: finished run, nothing to do")
-            return res
+            if os.path.lexists(os.path.join(run_dir, "model.zip")):
+                log(f"{run_dir}: finished run, nothing to do")
+                return res
+            # (its final checkpoint holds the final model: finishing again from it writes the same files)
+            log(f"{run_dir}: finished run without model.zip: finishing it again from its newest checkpoint")
     run_doc = {"env": cfg.env_id, "algo": cfg.algo, "seed": seed, "config": cfg.source, "n_timesteps": cfg.n_timesteps,
                "hyperparams": cfg.raw(), "eval_episodes": args.eval_episodes, "eval_seed": EVAL_SEED,
                "kenv": kenv.__version__, "fingerprint": fp}

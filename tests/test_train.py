@@ -421,6 +421,20 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
                                   n_timesteps=6144, checkpoint_freq=1024, eval_freq=1024, eval_episodes=5),
                      log=lambda s: None)
     assert again.to_dict() == res.to_dict()
+    # ... unless its model.zip was deleted: finished again from the final checkpoint, the same model
+    params = _params(tr.load_model(out))
+    os.remove(os.path.join(out, "model.zip"))
+    rebuilt = tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", seed=3, out=out, resume=True,
+                                    n_timesteps=6144, checkpoint_freq=1024, eval_freq=1024, eval_episodes=5),
+                       log=lambda s: None)
+    for x, y in zip(params, _params(tr.load_model(out)), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert tr.read_evaluations(out) == hist
+    assert json.load(open(os.path.join(out, "policy_summary.json"))) == summary
+    assert {k: v for k, v in rebuilt.to_dict().items() if k not in ("wall_s", "resumed_from", "files")} \
+        == {k: v for k, v in res.to_dict().items() if k not in ("wall_s", "resumed_from", "files")}
+    assert rebuilt.resumed_from == 6144
+    assert set(rebuilt.files) == set(res.files) | {"logs/progress_resumed_6144.csv"}   # (the segment's log)
     # another config in the same dir is refused
     with pytest.raises(ConfigError) as e:
         tr.train(tr.TrainArgs(config="ppo", env="kenv/Raid6Bench-v3", seed=4, out=out, resume=True,
