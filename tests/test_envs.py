@@ -223,8 +223,10 @@ def test_malformed_yaml_scenario_and_profile(tmp_path):
 
 
 def test_bad_wait_string_in_hwrng_actions():
-    with pytest.raises(ConfigError, match="wait"):
+    with pytest.raises(ConfigError) as e:
         gym.make("kenv/HwrngWait-v2", actions=["hwrng_yield", "usleep_range(5)"])
+    assert e.value.field == "actions" and e.value.value == "usleep_range(5)"   # (the argument given)
+    assert "usleep_range(MIN,MAX)" in e.value.allowed
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

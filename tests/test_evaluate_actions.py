@@ -93,3 +93,18 @@ def test_a_bad_action_of_one_decision_names_the_decision(decision, bad):
     assert e.value.field == f"actions.{decision}" and e.value.value == bad
     r = kenv("evaluate", "--env", "kenv/Kernel-v3", "--episodes", "1", "--actions", f"{decision}={bad}")
     assert r.returncode == 2 and f"actions.{decision}: got '{bad}'" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("decision, names, field", [
+    ("wait", [5], "actions.wait.0"),                       # not a string: the entry's path
+    ("deferral", ["timer", "timer"], "actions.deferral"),   # twice
+    ("wait", ["cpu_relax", "cpu_relax()"], "actions.wait"),  # twice, spelled two ways
+    ("raid6", [], "actions.raid6")])
+def test_every_refusal_of_a_decisions_list_names_the_decision(decision, names, field):
+    """The decision was named only for a name the decision refused: an entry of another type
+    was ``actions.0``, a decision of no kenv/Kernel-* env's list."""
+    import gymnasium as gym
+
+    with pytest.raises(ConfigError) as e:
+        gym.make("kenv/Kernel-v3", actions={decision: names})
+    assert e.value.field == field

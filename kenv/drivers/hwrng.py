@@ -242,8 +242,8 @@ class WaitStrategy:
         return WAIT_KIND[self.kind].cancellable
 
 
-def parse_wait(s: str | WaitStrategy) -> WaitStrategy:
-    """Parse a kernel-style wait strategy; :class:`ConfigError` (field ``wait``) if malformed.
+def parse_wait(s: str | WaitStrategy, field: str = "wait") -> WaitStrategy:
+    """Parse a kernel-style wait strategy; :class:`ConfigError` naming ``field`` if malformed.
 
     >>> str(parse_wait("hwrng_msleep(1000)")), str(parse_wait("usleep_range(100,200)"))
     ('hwrng_msleep(1000)', 'usleep_range(100, 200)')
@@ -251,7 +251,7 @@ def parse_wait(s: str | WaitStrategy) -> WaitStrategy:
     if isinstance(s, WaitStrategy):
         return s  # validated when it was built
     if not isinstance(s, str):
-        raise ConfigError("wait", s, WAIT_ALLOWED)
+        raise ConfigError(field, s, WAIT_ALLOWED)
     m = _RE_NOARG.match(s)
     if m:
         return WaitStrategy(m.group(1))
@@ -261,8 +261,8 @@ def parse_wait(s: str | WaitStrategy) -> WaitStrategy:
         try:
             return WaitStrategy(kind, tuple(int(g) for g in m.groups()))
         except ConfigError:
-            raise ConfigError("wait", s, WAIT_ALLOWED) from None  # negative, or MIN > MAX
-    raise ConfigError("wait", s, WAIT_ALLOWED)
+            raise ConfigError(field, s, WAIT_ALLOWED) from None  # negative, or MIN > MAX
+    raise ConfigError(field, s, WAIT_ALLOWED)
 
 
 # --------------------------------------------------------------------------

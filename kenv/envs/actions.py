@@ -81,7 +81,7 @@ class MultiDiscreteCodec:
         dims = self.dims = tuple(decisions)
         actions = check_actions_per_decision(actions, dims)
         #: the action names of each dimension (env.actions)
-        self.names: tuple[tuple[str, ...], ...] = tuple(_check_decision(decisions[d], d, actions.get(d))
+        self.names: tuple[tuple[str, ...], ...] = tuple(decisions[d].check(actions.get(d), f"actions.{d}")
                                                         for d in dims)
         kernel = [tuple(map(decisions[d].kernel_form, names)) for d, names in zip(dims, self.names)]
         #: what the episode receives for each action, by index tuple (also index's
@@ -134,15 +134,4 @@ class MultiDiscreteCodec:
 
     def kernel_action(self, index: tuple[int, ...]) -> tuple:
         return self.kernel[index]
-
-
-def _check_decision(decision: Decision, dim: str, names: Sequence[str] | None) -> tuple[str, ...]:
-    """``decision.check(names)``, an error naming the decision (``actions.wait``): the
-    decision's own check names only ``actions`` or the decision."""
-    try:
-        return decision.check(names)
-    except ConfigError as e:
-        if e.field not in ("actions", dim):
-            raise
-        raise ConfigError(f"actions.{dim}", e.value, e.allowed) from None
 

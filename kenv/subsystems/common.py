@@ -24,28 +24,30 @@ class Decision:
     pre_patch: str
     #: the patch
     patched: str
-    #: the canonical spelling of a choice, or a ConfigError (None: the names
-    #: above, spelled as they are)
-    spell: Callable[[Any], str] | None = None
+    #: the canonical spelling of a choice, or a ConfigError naming the field
+    #: given (None: the names above, spelled as they are)
+    spell: Callable[[str, str], str] | None = None
     #: what the simulated kernel takes for a choice (None: its name)
     parse: Callable[[str], Any] | None = None
 
-    def check(self, actions: Sequence[str] | None) -> tuple[str, ...]:
+    def check(self, actions: Sequence[str] | None, field: str = "actions") -> tuple[str, ...]:
         """The action names (kenv.schema.check_action_names): the default
-        choices for None, else a non-empty list, each name normalised, no two alike."""
+        choices for None, else a non-empty list, each name normalised, no two
+        alike; a ConfigError names ``field`` (``actions.wait`` on kenv/Kernel-*)."""
         if actions is None:
             return self.default
-        return check_action_names(actions, self.normalise, allowed=", ".join(self.default + self.extended))
+        return check_action_names(actions, lambda a: self.normalise(a, field), field,
+                                  allowed=", ".join(self.default + self.extended))
 
     def kernel_form(self, name: str) -> Any:
         """What the simulation takes for the choice ``name``."""
         return name if self.parse is None else self.parse(name)
 
-    def normalise(self, a: Any) -> str:
-        """The canonical spelling of action name ``a``, or a ConfigError."""
+    def normalise(self, a: str, field: str = "actions") -> str:
+        """The canonical spelling of action name ``a``, or a ConfigError naming ``field``."""
         if self.spell is not None:
-            return self.spell(a)
-        return check_choice(a, "actions", self.default + self.extended)
+            return self.spell(a, field)
+        return check_choice(a, field, self.default + self.extended)
 
 #: info's value of a float that has none yet (a time, rate or share that is never
 #: negative); not NaN: Gymnasium's check_env compares infos with ==, and

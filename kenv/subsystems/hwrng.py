@@ -7,7 +7,6 @@ import math
 from ..drivers.hwrng import HwrngCore, WaitStrategy, bcm2835_rng_probe, parse_wait, rng_dev_read
 from ..fastforward.hwrng import HwrngLearned
 from ..drivers.random import InputPool
-from ..errors import ConfigError
 from ..schema import check_int
 from ..kernel.core import BLOCK, Kernel, Task
 from ..sim.engine import NSEC_PER_SEC
@@ -15,11 +14,9 @@ from .common import NO_VALUE, Decision
 from .phases import READER, PhaseSchedule
 
 
-def _wait_name(a) -> str:
+def _wait_name(a: str, field: str) -> str:
     """The canonical spelling of a wait ("usleep_range(100, 200)", "cpu_relax" for "cpu_relax()")."""
-    if not isinstance(a, str):
-        raise ConfigError("actions", a, "kernel-style wait strings")
-    return str(parse_wait(a))
+    return str(parse_wait(a, field))
 
 
 #: the ``<wait>`` of bcm2835_rng_read() when the FIFO is empty: any kernel-style
