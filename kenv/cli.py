@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     va.add_argument("--strict", action="store_true",
                     help="fail a record that replays but is not an episode of its id's benchmark (an env not "
                          "made as its id is registered, a forced scenario, a profile other than balanced, a "
-                         "field records do not have): for a benchmark's table")
+                         "field records do not have), and print each id's benchmark row (mean return and "
+                         "normalised score of its ten evaluation episodes): for a benchmark's table")
     # --seed stays accepted (scripts pass it; flags are not taken away) but means nothing here
     va.add_argument("--seed", type=cli_seed, default=None,
                     help="ignored: each record is replayed from its own seed (kept for scripts that pass it)")

@@ -220,17 +220,34 @@ def test_a_damaged_bench_json_is_redone_not_a_traceback_or_a_wrong_table(run, tm
         assert json.load(f)["return_mean"] == ref["rows"][0]["seed_returns"][1]   # rewritten by the redone job
 
 
-def test_a_finished_job_whose_records_do_not_replay_is_redone(run, tmp_path, capsys):
+def _edited_return(d: str, tmp_path) -> list[dict]:
+    with open(os.path.join(d, "records.jsonl")) as f:
+        recs = [json.loads(x) for x in f]
+    recs[0]["return"] += 50.0
+    return recs
+
+
+def _another_ids_episodes(d: str, tmp_path) -> list[dict]:
+    path = tmp_path / "other.jsonl"
+    r = kenv("evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "patched", "--episodes", "10", "--seed", "0",
+             "--record", str(path))
+    assert r.returncode == 0, r.stderr
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("records, says", [
+    (_edited_return, "records.jsonl fails kenv validate --strict: line 1: return"),
+    (_another_ids_episodes, "records.jsonl is not the 10 evaluation episodes of kenv/HwrngWait-v2")])
+def test_a_finished_job_whose_records_are_not_its_episodes_is_redone(run, tmp_path, capsys, records, says):
     """A finished job's return edited alike in bench.json (its digest recomputed) and
     records.jsonl (they agree) went into the table unreplayed (a return of +50 and its score); now its records file
-    must pass kenv validate --strict, else the job is redone."""
+    must pass kenv validate --strict as the evaluation episodes of the job's id, else the job is redone (another id's
+    ten episodes, which replay, passed until that was checked)."""
     out, ref = run
     copy = str(tmp_path / "copy")
     shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".lock"))
     d = os.path.join(copy, "ppo", "kenv_HwrngWait-v2", "seed_1")
-    with open(os.path.join(d, "records.jsonl")) as f:
-        recs = [json.loads(x) for x in f]
-    recs[0]["return"] += 50.0
+    recs = records(d, tmp_path)
     with open(os.path.join(d, "records.jsonl"), "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in recs))
     with open(os.path.join(d, "bench.json")) as f:
@@ -242,7 +259,7 @@ def test_a_finished_job_whose_records_do_not_replay_is_redone(run, tmp_path, cap
     capsys.readouterr()
     assert main(["benchmark", *TINY, "--algos", "ppo,dqn", "--out", copy, "--json"]) in (0, None)
     cap = capsys.readouterr()
-    assert "records.jsonl fails kenv validate --strict: line 1: return" in cap.err, cap.err
+    assert says in cap.err, cap.err
     assert "3 finished job(s)" in cap.err and "1 to run" in cap.err, cap.err
     assert json.loads(cap.out)["rows"] == [{**r, "records": [p.replace(out, copy) for p in r["records"]]}
                                            for r in ref["rows"]]

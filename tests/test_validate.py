@@ -521,3 +521,40 @@ def test_a_dynamics_of_another_json_type_fails(made, tmp_path, dyn):
     assert p.returncode == 1 and p.stdout.startswith(f"line 1: FAIL: dynamics {dyn!r} is not a string or null"), \
         p.stdout
     assert _validate(_write(tmp_path / "n.jsonl", [dict(made[0], dynamics=None)])).returncode == 0
+
+
+def test_strict_gives_an_ids_benchmark_row_only_for_its_ten_evaluation_episodes(tmp_path):
+    """--strict checked each record, but a file of seeds 0..4 passed like a row of ten, and the
+    row's mean and normalised score were left to the reader: each id's valid records now make
+    its row (mean return and score as kenv evaluate gives them) only when they are seeds 0..9."""
+    path = tmp_path / "ev.jsonl"
+    ev = subprocess.run([sys.executable, "-m", "kenv.cli", "evaluate", "--env", ENV, "--policy", "patched",
+                         "--episodes", "10", "--seed", "0", "--record", str(path), "--json"],
+                        check=True, capture_output=True, text=True)
+    [played] = json.loads(ev.stdout)["policies"]
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    old = dict(recs[9], env_id="kenv/Raid6Bench-v0")   # (an old id's records count as its new id's)
+    strict = ("-W", "ignore", "-m", "kenv.cli", "validate", "--strict")
+
+    p = subprocess.run([sys.executable, *strict, "--json", str(_write(tmp_path / "all.jsonl", recs[:9] + [old]))],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout
+    [row] = json.loads(p.stdout)["rows"]
+    assert row["env_id"] == ENV and row["seeds"] == list(range(10)) and row["complete"]
+    assert row["return_mean"] == pytest.approx(played["return_mean"], rel=1e-12)
+    assert row["normalized_score"] == pytest.approx(played["normalized_score"], rel=1e-12)
+
+    p = subprocess.run([sys.executable, *strict, str(_write(tmp_path / "half.jsonl", recs[:5]))],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "5 of 5 records valid" in p.stdout, p.stdout   # (each record is valid)
+    assert p.stdout.splitlines()[-1] == (f"{ENV}: 5 of the 10 evaluation episodes (missing seeds 5, 6, 7, 8, 9): "
+                                         "no benchmark row"), p.stdout
+
+    # a failed record is no episode of the row; without --strict there are no rows
+    bad = dict(recs[3], **{"return": recs[3]["return"] + 1.0})
+    p = subprocess.run([sys.executable, *strict, "--json",
+                        str(_write(tmp_path / "bad.jsonl", recs[:3] + [bad] + recs[4:]))], capture_output=True, text=True)
+    assert p.returncode == 1 and json.loads(p.stdout)["rows"][0]["seeds"] == [0, 1, 2, 4, 5, 6, 7, 8, 9], p.stdout
+    p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--json", str(tmp_path / "all.jsonl")],
+                       capture_output=True, text=True)
+    assert json.loads(p.stdout)["rows"] == []

@@ -6,6 +6,7 @@ with other dynamics)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,7 +21,33 @@ from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
-from .scores import EVAL_EPISODES, SCORE_PROFILE, dynamics_fingerprint
+from .scores import EVAL_EPISODES, SCORE_PROFILE, dynamics_fingerprint, normalized_score
+
+
+class BenchmarkRow(NamedTuple):
+    """What ``--strict`` makes of one id's valid records: its benchmark row when they are
+    the evaluation episodes, seeds 0..EVAL_EPISODES-1, each once (``complete``)."""
+    env_id: str                      # (the canonical id: an old id's records count as its new id's)
+    seeds: list[int]                 # the seeds of its valid records, in order
+    complete: bool
+    return_mean: float | None        # None unless complete
+    normalized_score: float | None   # (kenv.normalized_score of the returns) None unless complete
+
+    @classmethod
+    def of(cls, env_id: str, returns: dict[int, float]) -> "BenchmarkRow":
+        seeds = sorted(returns)
+        if seeds != list(range(EVAL_EPISODES)):
+            return cls(env_id, seeds, False, None, None)
+        vals = [returns[s] for s in seeds]
+        return cls(env_id, seeds, True, math.fsum(vals) / len(vals), normalized_score(env_id, vals))
+
+    def format_text(self) -> str:
+        if self.complete:
+            return (f"{self.env_id}: the {EVAL_EPISODES} evaluation episodes: mean return {self.return_mean:.3f}, "
+                    f"normalised score {self.normalized_score:.1f}")
+        missing = sorted(set(range(EVAL_EPISODES)) - set(self.seeds))
+        return (f"{self.env_id}: {len(self.seeds)} of the {EVAL_EPISODES} evaluation episodes (missing seeds "
+                f"{', '.join(map(str, missing))}): no benchmark row")
 
 
 @dataclass
@@ -28,6 +55,8 @@ class ValidateResult:
     path: str
     lines: list[tuple[int, bool, str]] = field(default_factory=list)   # (line no, ok, message)
     strict: bool = False
+    #: --strict: per id with a valid record, in the order of first appearance
+    rows: list[BenchmarkRow] = field(default_factory=list)
 
     @property
     def failed(self) -> int:
@@ -39,12 +68,14 @@ class ValidateResult:
 
     def to_dict(self) -> dict:
         return {"path": self.path, "strict": self.strict, "records": len(self.lines), "failed": self.failed,
-                "results": [{"line": n, "ok": ok, "message": m} for n, ok, m in self.lines]}
+                "results": [{"line": n, "ok": ok, "message": m} for n, ok, m in self.lines],
+                "rows": [r._asdict() for r in self.rows]}
 
     def format_text(self) -> str:
         out = [f"line {n}: {'ok' if ok else 'FAIL'}: {m}" for n, ok, m in self.lines]
         out.append(f"{self.path}: {len(self.lines) - self.failed} of {len(self.lines)} records valid"
                    + ("" if self.lines else " (no records)"))
+        out += [r.format_text() for r in self.rows]
         return "\n".join(out)
 
 
@@ -280,7 +311,7 @@ def _unique_keys(pairs: list) -> dict:
 def validate(path: str, strict: bool = False) -> ValidateResult:
     """Replay every record of ``path``.  ``strict``: a record that replays but is not an
     episode of its id's benchmark (:func:`not_the_benchmark`), or is an episode an earlier
-    line gave, fails too."""
+    line gave, fails too, and the valid records of each id make its :class:`BenchmarkRow`."""
     if not path:   # (open('') names no file: the error would not say what was given)
         raise ConfigError("path", path, "a records file: the path of a JSON Lines file (kenv evaluate --record, "
                           "kenv.RecordEpisodes)")
@@ -296,6 +327,7 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
     text = text.replace("\r\n", "\n").replace("\r", "\n")   # (the newlines open()'s text mode read)
     lines = text.split("\n")
     played: dict = {}   # (canonical id, seed) -> the line of its first --strict record
+    returns: dict[str, dict[int, float]] = {}   # canonical id -> seed -> return, of the valid --strict records
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -332,5 +364,8 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
                 why = (f"{rec['env_id']} seed {rec['seed']} replays, but line {played[episode]} is the same "
                        "episode (--strict: a benchmark plays each evaluation episode once)")
             played.setdefault(episode, n)
+            if why is None:
+                returns.setdefault(episode[0], {})[episode[1]] = rec["return"]
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
+    out.rows = [BenchmarkRow.of(env_id, r) for env_id, r in returns.items()]
     return out
