@@ -547,14 +547,19 @@ def test_strict_gives_an_ids_benchmark_row_only_for_its_ten_evaluation_episodes(
     p = subprocess.run([sys.executable, *strict, str(_write(tmp_path / "half.jsonl", recs[:5]))],
                        capture_output=True, text=True)
     assert p.returncode == 0 and "5 of 5 records valid" in p.stdout, p.stdout   # (each record is valid)
-    assert p.stdout.splitlines()[-1] == (f"{ENV}: 5 of the 10 evaluation episodes (missing seeds 5, 6, 7, 8, 9): "
-                                         "no benchmark row"), p.stdout
+    assert p.stdout.splitlines()[-1] == (f"{ENV}: 5 of the 10 evaluation episodes valid (missing seeds 5, 6, 7, 8, "
+                                         "9): no benchmark row"), p.stdout
 
-    # a failed record is no episode of the row; without --strict there are no rows
+    # a failed record is no episode of the row, and a file with one gives no row at all: kenv evaluate
+    # --record writes every policy's episodes, and the first policy's ten would make a row
     bad = dict(recs[3], **{"return": recs[3]["return"] + 1.0})
-    p = subprocess.run([sys.executable, *strict, "--json",
-                        str(_write(tmp_path / "bad.jsonl", recs[:3] + [bad] + recs[4:]))], capture_output=True, text=True)
-    assert p.returncode == 1 and json.loads(p.stdout)["rows"][0]["seeds"] == [0, 1, 2, 4, 5, 6, 7, 8, 9], p.stdout
+    for name, lines, seeds in (("bad", recs[:3] + [bad] + recs[4:], [0, 1, 2, 4, 5, 6, 7, 8, 9]),
+                               ("twice", recs + recs[:1], list(range(10)))):
+        p = subprocess.run([sys.executable, *strict, "--json", str(_write(tmp_path / f"{name}.jsonl", lines))],
+                           capture_output=True, text=True)
+        [row] = json.loads(p.stdout)["rows"]
+        assert p.returncode == 1 and row["seeds"] == seeds and not row["complete"] and row["failed"] == 1, p.stdout
+        assert row["return_mean"] is None and row["normalized_score"] is None
     p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--json", str(tmp_path / "all.jsonl")],
                        capture_output=True, text=True)
     assert json.loads(p.stdout)["rows"] == []

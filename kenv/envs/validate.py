@@ -26,28 +26,34 @@ from .scores import EVAL_EPISODES, SCORE_PROFILE, dynamics_fingerprint, normaliz
 
 class BenchmarkRow(NamedTuple):
     """What ``--strict`` makes of one id's valid records: its benchmark row when they are
-    the evaluation episodes, seeds 0..EVAL_EPISODES-1, each once (``complete``)."""
+    the evaluation episodes, seeds 0..EVAL_EPISODES-1, each once, and no record of the
+    file fails (``complete``: a failed line may be this id's episode played another way,
+    e.g. by another policy of ``kenv evaluate --record``)."""
     env_id: str                      # (the canonical id: an old id's records count as its new id's)
     seeds: list[int]                 # the seeds of its valid records, in order
     complete: bool
     return_mean: float | None        # None unless complete
     normalized_score: float | None   # (kenv.normalized_score of the returns) None unless complete
 
+    failed: int                      # records of the file that fail (any id)
+
     @classmethod
-    def of(cls, env_id: str, returns: dict[int, float]) -> "BenchmarkRow":
+    def of(cls, env_id: str, returns: dict[int, float], failed: int) -> "BenchmarkRow":
         seeds = sorted(returns)
-        if seeds != list(range(EVAL_EPISODES)):
-            return cls(env_id, seeds, False, None, None)
+        if seeds != list(range(EVAL_EPISODES)) or failed:
+            return cls(env_id, seeds, False, None, None, failed)
         vals = [returns[s] for s in seeds]
-        return cls(env_id, seeds, True, math.fsum(vals) / len(vals), normalized_score(env_id, vals))
+        return cls(env_id, seeds, True, math.fsum(vals) / len(vals), normalized_score(env_id, vals), 0)
 
     def format_text(self) -> str:
         if self.complete:
             return (f"{self.env_id}: the {EVAL_EPISODES} evaluation episodes: mean return {self.return_mean:.3f}, "
                     f"normalised score {self.normalized_score:.1f}")
         missing = sorted(set(range(EVAL_EPISODES)) - set(self.seeds))
-        return (f"{self.env_id}: {len(self.seeds)} of the {EVAL_EPISODES} evaluation episodes (missing seeds "
-                f"{', '.join(map(str, missing))}): no benchmark row")
+        why = [f"missing seeds {', '.join(map(str, missing))}"] if missing else []
+        why += [f"{self.failed} record(s) of the file fail"] if self.failed else []
+        return (f"{self.env_id}: {len(self.seeds)} of the {EVAL_EPISODES} evaluation episodes valid "
+                f"({'; '.join(why)}): no benchmark row")
 
 
 @dataclass
@@ -367,5 +373,5 @@ def validate(path: str, strict: bool = False) -> ValidateResult:
             if why is None:
                 returns.setdefault(episode[0], {})[episode[1]] = rec["return"]
         out.lines.append((n, why is None, why or f"{rec['env_id']} seed {rec['seed']} return {rec['return']!r}{forced}"))
-    out.rows = [BenchmarkRow.of(env_id, r) for env_id, r in returns.items()]
+    out.rows = [BenchmarkRow.of(env_id, r, out.failed) for env_id, r in returns.items()]
     return out
