@@ -177,7 +177,8 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
              actions: Sequence[str] | None = None) -> EvalResult:
     """Evaluate baselines (by name, or "all") and any ``extra`` policies on ``env_id``;
     ``model``: the path of an SB3 model for this env, scored as the row ``model`` (read
-    without unpickling unless ``trust_model``: :mod:`kenv.agents.models`);
+    without unpickling unless ``trust_model``: :mod:`kenv.agents.models`; the policy
+    name ``model`` plays that row alone);
     ``record``: write every evaluated episode's record (kenv.RecordEpisodes, JSON Lines)
     to this path, replaced whole at the end (``kenv validate`` replays them);
     ``actions``: the values of ``kenv evaluate --actions`` (:func:`parse_actions`), the
@@ -186,8 +187,13 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     skipped (``skipped``: why, and that ``--actions``)."""
     check_int(episodes, "episodes", 1)
     names = list(BASELINES) if policies == "all" else [policies] if isinstance(policies, str) else list(policies)
+    allowed = ", ".join(BASELINES) + ", all, or model (the --model row alone)"
     for n in names:
-        check_choice(n, "policy", tuple(BASELINES), ", ".join(BASELINES) + ", all")
+        check_choice(n, "policy", tuple(BASELINES) + ("model",), allowed)
+    if "model" in names:   # (the --model row only: e.g. a records file of its episodes alone)
+        if model is None:
+            raise ConfigError("policy", "model", f"{allowed}; model needs --model PATH")
+        names.remove("model")
     env_kwargs = dict(env_kwargs or {})
     if actions is not None:
         probe = make_env(env_id)

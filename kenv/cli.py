@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="evaluate baseline policies on an environment")
     ev.add_argument("--env", required=True, type=env_id_arg, help="environment id, e.g. kenv/Raid6Bench-v3")
     ev.add_argument("--policy", default="all",
-                    help="original, pre_patch, patched, random, oracle, or all (default)")
+                    help="original, pre_patch, patched, random, oracle, all (default), or model (the --model "
+                         "row alone)")
     ev.add_argument("--episodes", type=cli_count, default=20, help="episodes per policy (default 20)")
     ev.add_argument("--profile", default="balanced", help="reward profile: balanced, latency, throughput or a YAML path")
     ev.add_argument("--model", default=None, metavar="PATH.zip",

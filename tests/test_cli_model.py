@@ -42,6 +42,26 @@ def test_evaluate_scores_a_model_beside_the_baselines(tmp_path, capsys):
     assert any(line.startswith("model ") for line in text.splitlines())
 
 
+def test_policy_model_records_the_models_evaluation_episodes_alone(tmp_path, capsys):
+    """kenv evaluate --record wrote every policy's episodes, and --policy took baselines only:
+    a model's evaluation episodes could not be recorded alone for kenv validate --strict's row.
+    --policy model plays the --model row alone; without --model it is a one-line error."""
+    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v3")
+    rec = tmp_path / "r.jsonl"
+    assert main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "model", "--episodes", "10", "--model", model,
+                 "--record", str(rec), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["policies"]
+    assert row["name"] == "model"
+    assert main(["validate", "--strict", "--json", str(rec)]) == 0
+    [bench] = json.loads(capsys.readouterr().out)["rows"]
+    assert bench["complete"] and bench["return_mean"] == pytest.approx(row["return_mean"], rel=1e-12)
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--env", "kenv/Raid6Bench-v3", "--policy", "model", "--episodes", "1"])
+    assert e.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "policy: got 'model'" in line and "model needs --model PATH" in line, line
+
+
 def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path, monkeypatch):
     """The model row of a model that always plays the patched action equals the
     patched baseline's row: the same seeded episodes."""
