@@ -59,6 +59,17 @@ def pytest_unconfigure(config):
     shutil.rmtree(run.out, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sb3_logdir(tmp_path_factory):
+    """An SB3 ``learn()`` without a logger of its own (the tests that call SB3 directly)
+    makes a directory ``SB3-<time>`` in the system's temporary directory and leaves it
+    there (stable_baselines3.common.logger.configure): about ten a suite run.  Theirs go
+    under pytest's temporary directory instead (``SB3_LOGDIR``, which SB3 reads first)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def rediscovered(request) -> dict[str, list[dict]]:
     """The background run's rows per env (waits for it to end)."""
