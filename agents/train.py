@@ -73,9 +73,10 @@ Resume
     finished again from its newest checkpoint (the final one: the same ``model.zip``).
     ``--resume`` refuses a run directory made with a different configuration, and every
     run file it reads is checked: a damaged or foreign one (``run.yaml``, a checkpoint,
-    ``evaluations.csv``, ``result.json``) is an error naming it.  A run directory holds pickles (SB3's zips,
-    the state files, DQN's replay buffer): resume only run directories you trust, as
-    you would load only models you trust; config files, in contrast, are only data.
+    ``evaluations.csv``, ``result.json``) is an error naming it.  A run directory holds
+    pickles (SB3's zips, the state files, DQN's replay buffer): resume only run
+    directories you trust, as you would load only models you trust; config files, in
+    contrast, are only data.
     ``<out>/.lock`` (``flock``) keeps a second run from writing the same directory.
 
 Determinism

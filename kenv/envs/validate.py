@@ -34,7 +34,6 @@ class BenchmarkRow(NamedTuple):
     complete: bool
     return_mean: float | None        # None unless complete
     normalized_score: float | None   # (kenv.normalized_score of the returns) None unless complete
-
     failed: int                      # records of the file that fail (any id)
 
     @classmethod
