@@ -563,3 +563,33 @@ def test_strict_gives_an_ids_benchmark_row_only_for_its_ten_evaluation_episodes(
     p = subprocess.run([sys.executable, "-m", "kenv.cli", "validate", "--json", str(tmp_path / "all.jsonl")],
                        capture_output=True, text=True)
     assert json.loads(p.stdout)["rows"] == []
+
+
+def test_strict_gives_a_discover_controls_ten_episodes_no_row_and_no_error(tmp_path):
+    """A discover control (kenv/HwrngWaitControl-v0) is an id records and validate take, but it has
+    no normalised score: --strict of its ten evaluation episodes stopped with 'kenv validate: error:
+    env: got ...' (exit 2, no line of the file reported) instead of saying it has no row."""
+    import gymnasium as gym
+
+    import kenv
+
+    ctl = "kenv/HwrngWaitControl-v0"
+    path = tmp_path / "ctl.jsonl"
+    env = kenv.RecordEpisodes(gym.make(ctl), str(path))
+    env.action_space.seed(0)
+    for seed in range(10):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done = term or trunc
+    env.close()
+    strict = (sys.executable, "-W", "ignore", "-m", "kenv.cli", "validate", "--strict")
+    p = subprocess.run([*strict, str(path)], capture_output=True, text=True)
+    assert p.returncode == 0 and "10 of 10 records valid" in p.stdout, (p.stdout, p.stderr)
+    assert p.stdout.splitlines()[-1] == (f"{ctl}: 10 of the 10 evaluation episodes valid (not a benchmark id: "
+                                         "it has no normalised score): no benchmark row"), p.stdout
+    p = subprocess.run([*strict, "--json", str(path)], capture_output=True, text=True)
+    [row] = json.loads(p.stdout)["rows"]
+    assert row == {"env_id": ctl, "seeds": list(range(10)), "complete": False, "return_mean": None,
+                   "normalized_score": None, "failed": 0}

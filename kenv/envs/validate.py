@@ -21,7 +21,7 @@ from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
 from .registration import ENV_IDS, RENAMED, canonical_id
 from .reward import RewardProfile, available_profiles, load_profile
-from .scores import EVAL_EPISODES, SCORE_PROFILE, dynamics_fingerprint, normalized_score
+from .scores import EVAL_EPISODES, REFERENCE_RETURNS, SCORE_PROFILE, dynamics_fingerprint, normalized_score
 
 
 class BenchmarkRow(NamedTuple):
@@ -39,7 +39,8 @@ class BenchmarkRow(NamedTuple):
     @classmethod
     def of(cls, env_id: str, returns: dict[int, float], failed: int) -> "BenchmarkRow":
         seeds = sorted(returns)
-        if seeds != list(range(EVAL_EPISODES)) or failed:
+        # (an id without reference returns, discover's controls, has no score: no row)
+        if seeds != list(range(EVAL_EPISODES)) or failed or env_id not in REFERENCE_RETURNS:
             return cls(env_id, seeds, False, None, None, failed)
         vals = [returns[s] for s in seeds]
         return cls(env_id, seeds, True, math.fsum(vals) / len(vals), normalized_score(env_id, vals), 0)
@@ -51,6 +52,7 @@ class BenchmarkRow(NamedTuple):
         missing = sorted(set(range(EVAL_EPISODES)) - set(self.seeds))
         why = [f"missing seeds {', '.join(map(str, missing))}"] if missing else []
         why += [f"{self.failed} record(s) of the file fail"] if self.failed else []
+        why += [] if self.env_id in REFERENCE_RETURNS else ["not a benchmark id: it has no normalised score"]
         return (f"{self.env_id}: {len(self.seeds)} of the {EVAL_EPISODES} evaluation episodes valid "
                 f"({'; '.join(why)}): no benchmark row")
 
