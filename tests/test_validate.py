@@ -593,3 +593,20 @@ def test_strict_gives_a_discover_controls_ten_episodes_no_row_and_no_error(tmp_p
     [row] = json.loads(p.stdout)["rows"]
     assert row == {"env_id": ctl, "seeds": list(range(10)), "complete": False, "return_mean": None,
                    "normalized_score": None, "failed": 0}
+
+
+def test_strict_rows_mean_is_kenv_evaluates_return_mean_exactly(tmp_path):
+    """The row's mean return is the one kenv evaluate --json gives for the same episodes (and
+    bench.json keeps), to the last bit: it was fsum / n, evaluate's is numpy's mean, and on
+    kenv/Kernel-v3's random episodes the two differ (61.74269858333385 against ...383)."""
+    env = "kenv/Kernel-v3"
+    path = tmp_path / "ev.jsonl"
+    ev = subprocess.run([sys.executable, "-W", "ignore", "-m", "kenv.cli", "evaluate", "--env", env, "--policy",
+                         "random", "--episodes", "10", "--seed", "0", "--record", str(path), "--json"],
+                        check=True, capture_output=True, text=True)
+    [played] = json.loads(ev.stdout)["policies"]
+    p = subprocess.run([sys.executable, "-W", "ignore", "-m", "kenv.cli", "validate", "--strict", "--json",
+                        str(path)], capture_output=True, text=True)
+    [row] = json.loads(p.stdout)["rows"]
+    assert row["complete"] and row["return_mean"] == played["return_mean"], (row, played)
+    assert row["normalized_score"] == played["normalized_score"]

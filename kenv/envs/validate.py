@@ -6,7 +6,6 @@ with other dynamics)."""
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -43,7 +42,8 @@ class BenchmarkRow(NamedTuple):
         if seeds != list(range(EVAL_EPISODES)) or failed or env_id not in REFERENCE_RETURNS:
             return cls(env_id, seeds, False, None, None, failed)
         vals = [returns[s] for s in seeds]
-        return cls(env_id, seeds, True, math.fsum(vals) / len(vals), normalized_score(env_id, vals), 0)
+        # (np.mean, as kenv evaluate's return_mean and bench.json's: fsum / n can differ in the last bit)
+        return cls(env_id, seeds, True, float(np.mean(vals)), normalized_score(env_id, vals), 0)
 
     def format_text(self) -> str:
         if self.complete:
