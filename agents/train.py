@@ -69,8 +69,9 @@ Resume
     so a resumed run is the uninterrupted run: the same rollouts, the same model, the
     same evaluations, bit for bit (only wall times differ; the Monitor CSVs are cut back
     to the checkpoint and the episodes after it written again).  A finished run
-    (``result.json``) is reported, not retrained; one whose ``model.zip`` was deleted is
-    finished again from its newest checkpoint (the final one: the same ``model.zip``).
+    (``result.json``) is reported, not retrained; one whose ``model.zip`` or
+    ``policy_summary.json`` was deleted is finished again from its newest checkpoint (the
+    final one: the same ``model.zip``).
     ``--resume`` refuses a run directory made with a different configuration, and every
     run file it reads is checked: a damaged or foreign one (``run.yaml``, a checkpoint,
     ``evaluations.csv``, ``result.json``) is an error naming it.  A run directory holds
@@ -278,6 +279,10 @@ def fingerprint(cfg: TrainConfig, seed: int, args: TrainArgs) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+#: the files of a finished run that --resume writes again from its newest checkpoint when one is lost
+FINISHED_FILES = ("model.zip", "policy_summary.json")
+
+
 def check_resumable(run_dir: str, fp: str) -> bool:
     """Whether ``run_dir`` holds a run to resume (False: absent or empty); a ConfigError
     (field ``--resume``) when the run there was made with another fingerprint."""
@@ -340,11 +345,14 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
         done = os.path.join(run_dir, "result.json")
         if os.path.lexists(done):
             res = read_result(done)
-            if os.path.lexists(os.path.join(run_dir, "model.zip")):
+            # (policy_summary.json too: the rebuild writes model.zip first, so a rebuild killed before it
+            # rewrote a lost policy_summary.json left model.zip and result.json and said 'nothing to do')
+            lost = [f for f in FINISHED_FILES if not os.path.lexists(os.path.join(run_dir, f))]
+            if not lost:
                 log(f"{run_dir}: finished run, nothing to do")
                 return res
             # (its final checkpoint holds the final model: finishing again from it writes the same files)
-            log(f"{run_dir}: finished run without model.zip: finishing it again from its newest checkpoint")
+            log(f"{run_dir}: finished run without {' and '.join(lost)}: finishing it again from its newest checkpoint")
     run_doc = {"env": cfg.env_id, "algo": cfg.algo, "seed": seed, "config": cfg.source, "n_timesteps": cfg.n_timesteps,
                "hyperparams": cfg.raw(), "eval_episodes": args.eval_episodes, "eval_seed": EVAL_SEED,
                "kenv": kenv.__version__, "fingerprint": fp}

@@ -442,6 +442,27 @@ def test_smoke_kill_resume_and_evaluate_the_saved_model(tmp_path):
     assert e.value.field == "--resume"
 
 
+def test_resume_finishes_again_a_run_that_lost_its_policy_summary(tmp_path):
+    """A finished run rebuilt from its final checkpoint writes model.zip, then policy_summary.json,
+    then result.json: a rebuild of a run that had lost both, killed after model.zip, left
+    result.json and model.zip without policy_summary.json, and --resume then said 'nothing to
+    do' for good. A lost policy_summary.json is finished again too, the same summary."""
+    out = str(tmp_path / "run")
+    args = dict(config="ppo", env="kenv/Raid6Bench-v3", seed=1, out=out, n_timesteps=1024, checkpoint_freq=512,
+                eval_freq=512, eval_episodes=2)
+    res = tr.train(tr.TrainArgs(**args), log=lambda s: None)
+    summary = json.load(open(os.path.join(out, "policy_summary.json")))
+    params = _params(tr.load_model(out))
+    os.remove(os.path.join(out, "policy_summary.json"))   # (model.zip rewritten, the kill came before this one)
+    said = []
+    again = tr.train(tr.TrainArgs(**args, resume=True), log=said.append)
+    assert json.load(open(os.path.join(out, "policy_summary.json"))) == summary
+    for x, y in zip(params, _params(tr.load_model(out)), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert again.resumed_from == 1024 and again.steps == res.steps and "policy_summary.json" in again.files
+    assert any("finished run without policy_summary.json" in s for s in said), said
+
+
 def test_incomplete_checkpoint_is_ignored(tmp_path):
     ck = tmp_path / "checkpoints"
     ck.mkdir()
