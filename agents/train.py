@@ -74,10 +74,11 @@ Resume
     final one: the same ``model.zip``).
     ``--resume`` refuses a run directory made with a different configuration, and every
     run file it reads is checked: a damaged or foreign one (``run.yaml``, a checkpoint,
-    ``evaluations.csv``, ``result.json``) is an error naming it.  A run directory holds
-    pickles (SB3's zips, the state files, DQN's replay buffer): resume only run
-    directories you trust, as you would load only models you trust; config files, in
-    contrast, are only data.
+    ``evaluations.csv``, ``result.json``) is an error naming it, and so is a lost
+    ``evaluations.csv`` beside checkpoints (``best_model.zip`` is kept against it).  A
+    run directory holds pickles (SB3's zips, the state files, DQN's replay buffer):
+    resume only run directories you trust, as you would load only models you trust;
+    config files, in contrast, are only data.
     ``<out>/.lock`` (``flock``) keeps a second run from writing the same directory.
 
 Determinism
@@ -365,6 +366,12 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
     ckpts = list_checkpoints(ckpt_dir)
     model, start_steps, wall_offset = None, 0, 0.0
     evaluations = read_evaluations(run_dir)  # checked before anything is loaded or cut back
+    if ckpts and not evaluations:
+        # (a run evaluates before its first checkpoint: with its curve lost, the first evaluation
+        # after the checkpoint would beat -inf and replace best_model.zip with a model that is not the best)
+        raise ConfigError(os.path.join(run_dir, "evaluations.csv"), "missing",
+                          "the run's evaluations up to its newest checkpoint, which best_model.zip is kept against "
+                          "(restore the file, or remove checkpoints/ to train the run again from the start)")
     if ckpts:  # the newest complete checkpoint
         model, start_steps, wall_offset = load_checkpoint(cfg, algo_cls, seed, ckpt_dir, ckpts[0], monitor_dir, log)
         log(f"resuming {run_dir} from {ckpts[0][1]} ({start_steps} steps)")

@@ -192,6 +192,8 @@ def _rewrite(path: str, edit) -> None:
      "evaluations.csv"),
     (lambda r: (_partial(r), open(os.path.join(r, "evaluations.csv"), "w").write("\x00\x01 not a csv\n")),
      "evaluations.csv"),
+    # lost: the first evaluation after the checkpoint beat -inf and replaced best_model.zip
+    (lambda r: (_partial(r), os.remove(os.path.join(r, "evaluations.csv"))), "evaluations.csv: got 'missing'"),
 ])
 def test_cli_resume_damaged_run_file_names_it(finished_run, tmp_path, capsys, damage, names):
     run = str(tmp_path / "run")
@@ -199,6 +201,23 @@ def test_cli_resume_damaged_run_file_names_it(finished_run, tmp_path, capsys, da
     damage(run)
     line = _cli_error(capsys, ["train", "--out", run, "--resume"] + TRAIN_FLAGS)
     assert names in line, line
+
+
+def test_resume_of_a_finished_run_without_model_and_curve_keeps_best_model(finished_run, tmp_path, capsys):
+    """A finished run that lost model.zip is finished again from its final checkpoint; with its
+    evaluations.csv lost too, that rebuild evaluated the final model, found it better than -inf
+    and wrote it over best_model.zip (another model, the curve cut to one row). It is refused,
+    naming evaluations.csv, and best_model.zip is left as it was."""
+    run = str(tmp_path / "run")
+    shutil.copytree(finished_run, run)
+    for f in ("model.zip", "evaluations.csv"):
+        os.remove(os.path.join(run, f))
+    best = open(os.path.join(run, "best_model.zip"), "rb").read()
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--out", run, "--resume"] + TRAIN_FLAGS)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "evaluations.csv: got 'missing'" in err.splitlines()[-1] and "Traceback" not in err
+    assert open(os.path.join(run, "best_model.zip"), "rb").read() == best
 
 
 @pytest.mark.slow
