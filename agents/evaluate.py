@@ -190,6 +190,7 @@ def evaluate(env_id: str, policies: Sequence[str] | str = "all", episodes: int =
     allowed = ", ".join(BASELINES) + ", all, or model (the --model row alone)"
     for n in names:
         check_choice(n, "policy", tuple(BASELINES) + ("model",), allowed)
+    names = list(dict.fromkeys(names))   # (a policy named twice is one row: its episodes recorded once)
     if "model" in names:   # (the --model row only: e.g. a records file of its episodes alone)
         if model is None:
             raise ConfigError("policy", "model", f"{allowed}; model needs --model PATH")

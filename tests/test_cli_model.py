@@ -62,6 +62,17 @@ def test_policy_model_records_the_models_evaluation_episodes_alone(tmp_path, cap
     assert "policy: got 'model'" in line and "model needs --model PATH" in line, line
 
 
+def test_a_policy_named_twice_is_played_once(tmp_path):
+    """evaluate(policies=[...]) with a name twice: 'model' twice was refused as a baseline
+    ('policy: got 'model'; allowed: original, ...' although model is allowed), and a baseline
+    twice was two rows, its episodes recorded twice (a records file --strict fails)."""
+    from kenv.agents.evaluate import evaluate
+
+    model = _save_model(tmp_path / "m.zip", "kenv/Raid6Bench-v3")
+    r = evaluate("kenv/Raid6Bench-v3", ["model", "random", "model", "random"], episodes=1, model=model)
+    assert sorted(p.name for p in r.policies) == ["model", "random"]
+
+
 def test_a_model_is_played_on_the_same_seeded_episodes_as_the_baselines(tmp_path, monkeypatch):
     """The model row of a model that always plays the patched action equals the
     patched baseline's row: the same seeded episodes."""
