@@ -31,8 +31,8 @@ Resuming: a rerun with the same ``--out`` and flags redoes no finished job (``be
 with this run's fingerprint and its records file: :func:`kenv.agents.jobs.cached_doc`, as
 rediscover) and resumes a partial training run from its checkpoint; the table is the same.
 A ``bench.json`` that is not what this job writes (:func:`cached_bench`: a value of another
-type, a mean that is not its returns', returns other than its records file's) is redone
-and said so, never put in the table.
+type, a mean that is not its returns', returns other than its records file's or its
+model's on the evaluation episodes) is redone and said so, never put in the table.
 
 ``--json`` keys (kept stable): ``rows`` (per id, then the trained algos and the baselines:
 ``env``, ``policy``, ``kind`` ``trained``/``baseline``, ``seeds``, ``return_mean``,
@@ -70,7 +70,7 @@ from .files import DirLock, atomic_write_bytes, atomic_write_json, atomic_write_
 from .jobs import Job, check_cached, check_ray, check_workers, job_dir, read_tree, run_jobs, write_cached_doc, \
     write_tree
 from .rediscover import MAX_SEEDS, check_seed_runs, seed_setup
-from .train import fingerprint, train
+from .train import configure_torch, fingerprint, train
 
 DEFAULT_OUT = os.path.join("runs", "benchmark")
 DEFAULT_ALGOS = ALGO_NAMES
@@ -97,8 +97,8 @@ def cached_bench(run_dir: str, env_id: str, algo: str, seed: int, fp: str) -> tu
     """(``bench.json`` of the finished job (env_id, algo, seed) in ``run_dir``, "") if it is
     this job's for the fingerprint ``fp``, its values of the types written, its mean its
     returns' and its returns those of its records file, which passes ``kenv validate
-    --strict`` (the evaluation episodes, each once); else (None, why it is redone, ""
-    when there is no finished job there)."""
+    --strict`` (the evaluation episodes, each once), and of its ``model.zip`` played on
+    them; else (None, why it is redone, "" when there is no finished job there)."""
     doc, why = check_cached(os.path.join(run_dir, "bench.json"), BENCH_KEYS, fp)
     records = os.path.join(run_dir, RECORDS)
     if doc is None or not os.path.isfile(records):
@@ -132,6 +132,15 @@ def cached_bench(run_dir: str, env_id: str, algo: str, seed: int, fp: str) -> tu
     if len(res.lines) != EVAL_EPISODES or [(r.env_id, r.complete) for r in res.rows] != [(env_id, True)]:
         return None, (f"{RECORDS} is not the {EVAL_EPISODES} evaluation episodes of {env_id} "
                       f"(seeds 0..{EVAL_EPISODES - 1})")
+    # (the episodes replay, but whose are they? another policy's of this id, bench.json edited alike,
+    # passed: the job's model plays them again, as bench_job did; read without unpickling)
+    configure_torch()   # (one thread, as the job that played them: the same arithmetic)
+    try:
+        ev = evaluate(env_id, [], episodes=EVAL_EPISODES, seed=0, profile=SCORE_PROFILE, model=run_dir)
+    except (ConfigError, OSError) as e:
+        return None, f"its model: {' '.join(str(e).split())}"
+    if [list(p.returns) for p in ev.policies] != [d.returns]:
+        return None, f"its returns are not its model.zip's on the evaluation episodes ({RECORDS} of another policy?)"
     return doc, ""
 
 

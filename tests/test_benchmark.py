@@ -235,9 +235,25 @@ def _another_ids_episodes(d: str, tmp_path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+def _another_policys_episodes(d: str, tmp_path) -> list[dict]:
+    """This id's ten evaluation episodes, each valid, played by a baseline (not the job's model)."""
+    with open(os.path.join(d, "records.jsonl")) as f:
+        mine = [json.loads(x)["return"] for x in f]
+    for policy in ("oracle", "random", "original"):
+        path = tmp_path / f"{policy}.jsonl"
+        r = kenv("evaluate", "--env", ENV, "--policy", policy, "--episodes", "10", "--seed", "0", "--record", str(path))
+        assert r.returncode == 0, r.stderr
+        recs = [json.loads(x) for x in path.read_text().splitlines()]
+        if [x["return"] for x in recs] != mine:
+            return recs
+    raise AssertionError("every baseline plays the model's returns")
+
+
 @pytest.mark.parametrize("records, says", [
     (_edited_return, "records.jsonl fails kenv validate --strict: line 1: return"),
-    (_another_ids_episodes, "records.jsonl is not the 10 evaluation episodes of kenv/HwrngWait-v2")])
+    (_another_ids_episodes, "records.jsonl is not the 10 evaluation episodes of kenv/HwrngWait-v2"),
+    # (valid episodes of this id, each once: only the job's model can tell they are not its own)
+    (_another_policys_episodes, "its returns are not its model.zip's on the evaluation episodes")])
 def test_a_finished_job_whose_records_are_not_its_episodes_is_redone(run, tmp_path, capsys, records, says):
     """A finished job's return edited alike in bench.json (its digest recomputed) and
     records.jsonl (they agree) went into the table unreplayed (a return of +50 and its score); now its records file
