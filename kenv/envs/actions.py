@@ -134,4 +134,3 @@ class MultiDiscreteCodec:
 
     def kernel_action(self, index: tuple[int, ...]) -> tuple:
         return self.kernel[index]
-

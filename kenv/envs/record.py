@@ -110,13 +110,11 @@ class RecordEpisodes(gym.Wrapper):
         spec = self.env.spec
         if spec is None:
             return {}
-        from .registration import canonical_id
+        from .registration import registered_option
 
         base = self.env.unwrapped
-        # (an old id's spec only names its new id: the kernel options are the new id's)
-        registered = gym.spec(canonical_id(spec.id)).kwargs
         opts = {o: getattr(base, o) for o in getattr(base, "KERNEL_OPTIONS", ())
-                if bool(getattr(base, o)) != bool(registered.get(o, False))}
+                if bool(getattr(base, o)) != registered_option(spec.id, o)}
         return {"kernel_options": opts} if opts else {}
 
     def _time_limit(self) -> dict:

@@ -76,6 +76,12 @@ def canonical_id(env_id: str) -> str:
     return RENAMED.get(env_id, env_id) if isinstance(env_id, str) else env_id
 
 
+def registered_option(env_id: str, option: str) -> bool:
+    """Whether ``env_id`` is registered with the kernel option ``option`` on (an old id's
+    spec only names its new id: the new id's setting)."""
+    return bool(gym.spec(canonical_id(env_id)).kwargs.get(option, False))
+
+
 def same_name(old: str, new: str) -> bool:
     """Whether ``new`` is a higher version of ``old``'s own name (``kenv/Kernel-v0`` ->
     ``kenv/Kernel-v3``): then Gymnasium's "out of date" notice names it already."""

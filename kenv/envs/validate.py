@@ -18,9 +18,9 @@ from ..errors import ConfigError
 from ..schema import check_all_reward_weights, check_bool
 from .base import KERNEL_OPTION_KEYWORDS
 from .record import RECORD_FORMAT
-from .registration import ENV_IDS, RENAMED, canonical_id
+from .registration import ENV_IDS, RENAMED, canonical_id, registered_option
 from .reward import RewardProfile, available_profiles, load_profile
-from .scores import EVAL_EPISODES, REFERENCE_RETURNS, SCORE_PROFILE, dynamics_fingerprint, normalized_score
+from .scores import EVAL_EPISODES, SCORE_PROFILE, dynamics_fingerprint, has_score, normalized_score
 
 
 class BenchmarkRow(NamedTuple):
@@ -39,7 +39,7 @@ class BenchmarkRow(NamedTuple):
     def of(cls, env_id: str, returns: dict[int, float], failed: int) -> "BenchmarkRow":
         seeds = sorted(returns)
         # (an id without reference returns, discover's controls, has no score: no row)
-        if seeds != list(range(EVAL_EPISODES)) or failed or env_id not in REFERENCE_RETURNS:
+        if seeds != list(range(EVAL_EPISODES)) or failed or not has_score(env_id, SCORE_PROFILE):
             return cls(env_id, seeds, False, None, None, failed)
         vals = [returns[s] for s in seeds]
         # (np.mean, as kenv evaluate's return_mean and bench.json's: fsum / n can differ in the last bit)
@@ -52,7 +52,7 @@ class BenchmarkRow(NamedTuple):
         missing = sorted(set(range(EVAL_EPISODES)) - set(self.seeds))
         why = [f"missing seeds {', '.join(map(str, missing))}"] if missing else []
         why += [f"{self.failed} record(s) of the file fail"] if self.failed else []
-        why += [] if self.env_id in REFERENCE_RETURNS else ["not a benchmark id: it has no normalised score"]
+        why += [] if has_score(self.env_id, SCORE_PROFILE) else ["not a benchmark id: it has no normalised score"]
         return (f"{self.env_id}: {len(self.seeds)} of the {EVAL_EPISODES} evaluation episodes valid "
                 f"({'; '.join(why)}): no benchmark row")
 
@@ -156,8 +156,7 @@ def _kernel_options(rec: dict, opts) -> dict:
             and all(isinstance(v, bool) for v in opts.values())):
         raise _Refused(f"kernel_options {opts!r} is not an object {{option: true or false}} of the options "
                        + ", ".join(KERNEL_OPTION_KEYWORDS))
-    registered = gym.spec(canonical_id(rec["env_id"])).kwargs   # (a record carries only the options that differ)
-    same = [o for o, v in opts.items() if v == bool(registered.get(o, False))]
+    same = [o for o, v in opts.items() if v == registered_option(rec["env_id"], o)]   # (records carry only others)
     if same:
         raise _Refused(f"kernel_options {opts!r}: {', '.join(same)} is {rec['env_id']}'s own setting "
                        "(a record carries only the options its id does not set)")
