@@ -1,11 +1,18 @@
 """The rediscovery run starts when the tests are collected, in the background.
 
 tests/test_train.py's 5-of-5 test needs one ``kenv rediscover`` run over every env and
-five seeds: about 60 training runs, most of the suite's time when run in turn with the
-rest.  Its items are marked ``rediscovery(seeds=N)``; when any is selected, the run starts
-here as a user runs it (the CLI, two worker processes, ``--json``) and goes on beside
-the other tests, and the fixture ``rediscovered`` waits for its rows.  The rows do not
-depend on what runs beside it (each run seeds its own envs and torch).
+five seeds: 50 training runs and the static tables, about 600 CPU seconds, as much as the
+rest of the suite.  Its items are marked ``rediscovery(seeds=N)``; when any is selected,
+the run starts here as a user runs it (the CLI, ``--json``) and goes on beside the other
+tests, and the fixture ``rediscovered`` waits for its rows.  The rows do not depend on
+what runs beside it, nor on the number of workers (each run seeds its own envs and
+torch; tests/test_train.py compares one worker with two).
+
+One worker, and the marked items run last: the suite runs on one core, the rediscovery
+on the other, and both end at about the same time.  With two workers beside the suite,
+three processes shared the two cores until the rediscovery ended and one core was idle
+after it (the whole suite on a quiet 2-core machine: 863 s so, 726 s with one worker and
+the marked items last).
 """
 
 from __future__ import annotations
@@ -32,6 +39,12 @@ class Rediscovery(NamedTuple):
 RUN = pytest.StashKey[Rediscovery]()
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The items that wait for the background run go last (a stable sort: the others keep
+    their order)."""
+    items.sort(key=lambda item: item.get_closest_marker("rediscovery") is not None)
+
+
 def pytest_collection_finish(session):
     """After -k and -m deselection: only the items that will run."""
     config = session.config
@@ -44,7 +57,7 @@ def pytest_collection_finish(session):
     out = tempfile.mkdtemp(prefix="kenv-rediscovery-")
     with open(os.path.join(out, "stdout.json"), "wb") as so, open(os.path.join(out, "stderr.txt"), "wb") as se:
         proc = subprocess.Popen([sys.executable, "-m", "kenv.cli", "rediscover", "--envs", *envs, "--seeds", str(seeds),
-                                 "--workers", "2", "--no-plots", "--json", "--out", os.path.join(out, "rd")],
+                                 "--workers", "1", "--no-plots", "--json", "--out", os.path.join(out, "rd")],
                                 stdout=so, stderr=se, stdin=subprocess.DEVNULL, start_new_session=True)
     config.stash[RUN] = Rediscovery(envs, seeds, out, proc)
 

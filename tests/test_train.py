@@ -621,7 +621,7 @@ TASK_IDS = sorted(registration.BENCHMARK_IDS)
 def test_ppo_takes_the_patch_or_beats_it_in_5_of_5_seeds(tmp_path, env_id, request):
     """The shipped PPO config learns the patched choice, or a choice that beats it on paired
     episodes (rediscover's verdict ``patched`` or ``beyond``), wherever the choice matters,
-    5 of 5 seeds, within 20,000 env steps (one ``kenv rediscover`` run with two worker processes over
+    5 of 5 seeds, within 20,000 env steps (one ``kenv rediscover`` run with one worker process over
     the envs selected, beside the rest of the suite)."""
     if env_id in NOT_YET_REDISCOVERED:
         seeds = 1
