@@ -313,8 +313,10 @@ def load_checkpoint(cfg: TrainConfig, algo_cls, seed: int, ckpt_dir: str, ckpt: 
         try:
             model.load_replay_buffer(rb)
         except Exception as e:  # noqa: BLE001
+            venv.close()
             raise ConfigError(rb, "unreadable", f"the replay buffer kenv train saved with {path} "
-                              f"({type(e).__name__})") from None
+                              f"({type(e).__name__}); delete this checkpoint's files to resume from an older one") \
+                from None
     if state is not None:
         restore_rng(model, state)
     else:  # a checkpoint from before state files: fresh episodes, generators reseeded

@@ -350,7 +350,12 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
             # rewrote a lost policy_summary.json left model.zip and result.json and said 'nothing to do')
             lost = [f for f in FINISHED_FILES if not os.path.lexists(os.path.join(run_dir, f))]
             if not lost:
-                log(f"{run_dir}: finished run, nothing to do")
+                # (best_model.zip and the checkpoints are not rebuilt: the final checkpoint holds only
+                # the final model; the user is told what the run no longer has)
+                gone = dict.fromkeys(f.split("/")[0] + ("/..." if "/" in f else "") for f in res.files
+                                     if not os.path.lexists(os.path.join(run_dir, f)))
+                log(f"{run_dir}: finished run, nothing to do" + (
+                    f" (deleted since it finished, not rebuilt: {', '.join(gone)})" if gone else ""))
                 return res
             # (its final checkpoint holds the final model: finishing again from it writes the same files)
             log(f"{run_dir}: finished run without {' and '.join(lost)}: finishing it again from its newest checkpoint")

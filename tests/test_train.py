@@ -463,6 +463,27 @@ def test_resume_finishes_again_a_run_that_lost_its_policy_summary(tmp_path):
     assert any("finished run without policy_summary.json" in s for s in said), said
 
 
+def test_a_lost_replay_buffer_says_to_resume_from_an_older_checkpoint(tmp_path):
+    """DQN's checkpoint without its replay buffer: the error says what to do (an older
+    checkpoint resumes), and the training envs are closed."""
+    out = str(tmp_path / "run")
+    args = dict(config="dqn", env="kenv/Raid6Bench-v3", seed=1, out=out, n_timesteps=512, checkpoint_freq=256,
+                eval_episodes=2)
+    tr.train(tr.TrainArgs(**args), log=lambda s: None)
+    os.remove(os.path.join(out, "model.zip"))
+    (newest,) = [f for f in os.listdir(os.path.join(out, "checkpoints")) if f.startswith("replay_buffer_512")]
+    os.remove(os.path.join(out, "checkpoints", newest))
+    with pytest.raises(ConfigError) as e:
+        tr.train(tr.TrainArgs(**args, resume=True), log=lambda s: None)
+    assert e.value.field.endswith(newest) and e.value.value == "unreadable"
+    assert "delete this checkpoint's files to resume from an older one" in e.value.allowed
+    for f in os.listdir(os.path.join(out, "checkpoints")):
+        if "_512_steps" in f:
+            os.remove(os.path.join(out, "checkpoints", f))
+    again = tr.train(tr.TrainArgs(**args, resume=True), log=lambda s: None)
+    assert again.steps == 512 and again.resumed_from == 256
+
+
 def test_incomplete_checkpoint_is_ignored(tmp_path):
     ck = tmp_path / "checkpoints"
     ck.mkdir()
