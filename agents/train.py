@@ -352,7 +352,7 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
             if not lost:
                 # (best_model.zip and the checkpoints are not rebuilt: the final checkpoint holds only
                 # the final model; the user is told what the run no longer has)
-                gone = dict.fromkeys(f.split("/")[0] + ("/..." if "/" in f else "") for f in res.files
+                gone = dict.fromkeys(f.split(os.sep)[0] + (os.sep + "..." if os.sep in f else "") for f in res.files
                                      if not os.path.lexists(os.path.join(run_dir, f)))
                 log(f"{run_dir}: finished run, nothing to do" + (
                     f" (deleted since it finished, not rebuilt: {', '.join(gone)})" if gone else ""))

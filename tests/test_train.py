@@ -463,6 +463,24 @@ def test_resume_finishes_again_a_run_that_lost_its_policy_summary(tmp_path):
     assert any("finished run without policy_summary.json" in s for s in said), said
 
 
+def test_resume_of_a_finished_run_names_the_files_deleted_since(tmp_path):
+    """best_model.zip and the checkpoints cannot be rebuilt from the final checkpoint; --resume
+    of a finished run without them said only 'nothing to do', its result.json listing them."""
+    out = str(tmp_path / "run")
+    args = dict(config="ppo", env="kenv/Raid6Bench-v3", seed=1, out=out, n_timesteps=512, eval_episodes=2)
+    tr.train(tr.TrainArgs(**args), log=lambda s: None)
+    said = []
+    tr.train(tr.TrainArgs(**args, resume=True), log=said.append)
+    assert said == [f"{out}: finished run, nothing to do"]
+    os.remove(os.path.join(out, "best_model.zip"))
+    for f in os.listdir(os.path.join(out, "checkpoints")):
+        os.remove(os.path.join(out, "checkpoints", f))
+    said.clear()
+    tr.train(tr.TrainArgs(**args, resume=True), log=said.append)
+    assert said == [f"{out}: finished run, nothing to do (deleted since it finished, not rebuilt: "
+                    "best_model.zip, checkpoints/...)"]
+
+
 def test_a_lost_replay_buffer_says_to_resume_from_an_older_checkpoint(tmp_path):
     """DQN's checkpoint without its replay buffer: the error says what to do (an older
     checkpoint resumes), and the training envs are closed."""
