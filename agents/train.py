@@ -394,14 +394,17 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
                 remove_new_run(run_dir)
             raise
     tb = tensorboard_available()
+    remaining = cfg.n_timesteps - start_steps
     suffix = "" if start_steps == 0 else f"_resumed_{start_steps}"
     log_dir = os.path.join(run_dir, "logs")
     os.makedirs(log_dir, exist_ok=True)
-    formats = [make_output_format("csv", log_dir, suffix)]
-    if tb:
-        formats.append(make_output_format("tensorboard", os.path.join(log_dir, "tb"), suffix))
-    if args.verbose:
-        formats.append(make_output_format("stdout", log_dir, suffix))
+    formats = []
+    if remaining > 0:   # (a run finished from its final checkpoint trains nothing: no empty segment log)
+        formats.append(make_output_format("csv", log_dir, suffix))
+        if tb:
+            formats.append(make_output_format("tensorboard", os.path.join(log_dir, "tb"), suffix))
+        if args.verbose:
+            formats.append(make_output_format("stdout", log_dir, suffix))
     model.set_logger(Logger(folder=log_dir, output_formats=formats))
 
     # ------------------------------------------------------------- callbacks
@@ -413,7 +416,6 @@ def _train_locked(args: TrainArgs, cfg: TrainConfig, seed: int, run_dir: str, lo
                  AtomicCheckpointCallback(ckpt_dir, ckpt_freq, wall_offset, t0)]
 
     # ------------------------------------------------------------- the loop
-    remaining = cfg.n_timesteps - start_steps
     try:
         if remaining > 0:
             model.learn(total_timesteps=remaining, callback=CallbackList(callbacks),
